@@ -1,0 +1,178 @@
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+
+from .models import (
+    Assignment,
+    AssignmentItem,
+    Attribute,
+    AttributeLevel,
+    Conversation,
+    ImportLog,
+    Rater,
+    Rating,
+    RatingChange,
+    Responder,
+    Response,
+    Rubric,
+    Score,
+    Study,
+)
+
+
+class AttributeLevelInline(admin.TabularInline):
+    model = AttributeLevel
+    extra = 0
+
+
+@admin.register(Attribute)
+class AttributeAdmin(admin.ModelAdmin):
+    list_display = ["name", "rubric", "group", "position"]
+    list_filter = ["rubric", "group"]
+    inlines = [AttributeLevelInline]
+
+
+class AttributeInline(admin.TabularInline):
+    model = Attribute
+    extra = 0
+    show_change_link = True
+
+
+@admin.register(Rubric)
+class RubricAdmin(admin.ModelAdmin):
+    list_display = ["name", "scale_min", "scale_max", "created_at"]
+    inlines = [AttributeInline]
+
+
+@admin.register(Study)
+class StudyAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "rubric", "created_at", "import_link"]
+    list_filter = ["kind"]
+    search_fields = ["name"]
+
+    @admin.display(description="import")
+    def import_link(self, obj: Study) -> str:
+        return format_html(
+            '<a href="{}?study={}">Import data…</a>', reverse("annotation:import_upload"), obj.pk
+        )
+
+
+class ResponseInline(admin.TabularInline):
+    model = Response
+    extra = 0
+    fields = ["responder", "text", "truncated"]
+    raw_id_fields = ["responder"]
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "study", "source", "conditions", "created_at"]
+    list_filter = ["study", "source"]
+    search_fields = ["external_id", "context"]
+    list_select_related = ["study"]
+    inlines = [ResponseInline]
+
+
+@admin.register(Responder)
+class ResponderAdmin(admin.ModelAdmin):
+    list_display = ["key", "name", "family", "is_reference"]
+    list_editable = ["family"]
+    search_fields = ["key", "name", "family"]
+
+
+@admin.register(Response)
+class ResponseAdmin(admin.ModelAdmin):
+    list_display = ["id", "conversation", "responder", "truncated", "created_at"]
+    list_filter = ["responder", "truncated", "conversation__study"]
+    raw_id_fields = ["conversation"]
+    list_select_related = ["conversation__study", "responder"]
+
+
+@admin.register(Rater)
+class RaterAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "user", "model", "family", "excluded_responders"]
+    list_filter = ["kind"]
+    search_fields = ["name", "model"]
+
+
+class AssignmentItemInline(admin.TabularInline):
+    model = AssignmentItem
+    extra = 0
+    readonly_fields = ["response", "position", "token"]
+    can_delete = False
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "rater",
+        "conversation",
+        "status",
+        "active_seconds",
+        "last_activity_at",
+        "submitted_at",
+    ]
+    list_filter = ["status", "conversation__study", "rater"]
+    raw_id_fields = ["conversation", "reclaimed_from"]
+    readonly_fields = ["token", "seed"]
+    list_select_related = ["rater", "conversation__study"]
+    inlines = [AssignmentItemInline]
+
+
+class ScoreInline(admin.TabularInline):
+    model = Score
+    extra = 0
+
+
+class RatingChangeInline(admin.TabularInline):
+    model = RatingChange
+    extra = 0
+    readonly_fields = ["attribute", "field", "old_value", "new_value", "changed_by", "changed_at"]
+    can_delete = False
+
+
+@admin.register(Rating)
+class RatingAdmin(admin.ModelAdmin):
+    list_display = ["id", "rater", "response", "run", "repeat", "status", "source", "updated_at"]
+    list_filter = ["status", "source", "rater"]
+    raw_id_fields = ["response", "assignment", "run"]
+    list_select_related = ["rater", "response__conversation__study", "response__responder"]
+    inlines = [ScoreInline, RatingChangeInline]
+
+
+@admin.register(RatingChange)
+class RatingChangeAdmin(admin.ModelAdmin):
+    list_display = [
+        "rating",
+        "attribute",
+        "field",
+        "old_value",
+        "new_value",
+        "changed_by",
+        "changed_at",
+    ]
+    list_filter = ["field"]
+    raw_id_fields = ["rating"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # the audit trail is append-only
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ImportLog)
+class ImportLogAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "study", "kind", "file_name", "summary", "created_by"]
+    list_filter = ["kind", "study"]
+    readonly_fields = [
+        "study",
+        "kind",
+        "file_name",
+        "sha256",
+        "summary",
+        "problems",
+        "created_by",
+        "created_at",
+    ]

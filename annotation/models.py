@@ -1,0 +1,364 @@
+"""Studies, rubrics, conversations, responses and ratings.
+
+Human clinicians and LLM judges are both `Rater`s, so every analysis treats them the same way.
+A `Rating` is one rater's judgement of one response in one run (and repeat); its `Score`s are one
+row per rubric attribute, so a study may use any rubric. What must never happen is enforced by
+the database: a second rating for the same rater/response/run/repeat (unique constraint) and a
+score that is not a level of its attribute's scale (composite foreign key to `AttributeLevel`,
+added in migration 0002 on PostgreSQL).
+"""
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def new_token() -> str:
+    # Opaque, random tokens are what clinicians see in URLs and forms: they follow no insertion
+    # order and carry nothing about the responder (see docs/blinding.md).
+    return secrets.token_urlsafe(12)
+
+
+def new_seed() -> int:
+    return secrets.randbits(63)
+
+
+class Rubric(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    scale_min = models.PositiveSmallIntegerField(default=1)
+    scale_max = models.PositiveSmallIntegerField(default=5)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(scale_min__lt=models.F("scale_max")), name="rubric_scale_ordered"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Attribute(models.Model):
+    class Group(models.TextChoices):
+        CSS = "CSS", "Cognitive Support Score"
+        ARS = "ARS", "Affective Resonance Score"
+        OTHER = "OTHER", "Other"
+
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="attributes")
+    name = models.CharField(max_length=64)
+    group = models.CharField(max_length=8, choices=Group.choices)
+    description = models.TextField(blank=True)
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["rubric", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["rubric", "name"], name="attribute_unique_name"),
+            models.UniqueConstraint(
+                fields=["rubric", "position"], name="attribute_unique_position"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AttributeLevel(models.Model):
+    """One point of an attribute's scale with its anchor text; scores must reference one."""
+
+    attribute = models.ForeignKey(Attribute, on_delete=models.CASCADE, related_name="levels")
+    value = models.SmallIntegerField()
+    anchor = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ["attribute", "-value"]
+        constraints = [
+            models.UniqueConstraint(fields=["attribute", "value"], name="level_unique_value")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attribute.name} {self.value}: {self.anchor}"
+
+
+class Study(models.Model):
+    class Kind(models.TextChoices):
+        RESPONSE_RATING = "rating", "Response rating"
+        DISTORTION_LABELLING = "distortion", "Cognitive-distortion labelling"
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.RESPONSE_RATING)
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="studies")
+    description = models.TextField(blank=True)
+    # An assignment untouched this long may be reclaimed by an admin for another clinician.
+    stale_after_days = models.PositiveSmallIntegerField(default=7)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "studies"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Conversation(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="conversations")
+    external_id = models.CharField(max_length=200)
+    context = models.TextField()
+    # Up to three condition labels (MentalBench-100k assigns up to 3 of 23 conditions).
+    conditions = models.JSONField(default=list, blank=True)
+    source = models.CharField(max_length=100, blank=True, help_text="source dataset")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "external_id"], name="conversation_unique_external_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study} #{self.external_id}"
+
+
+class Responder(models.Model):
+    """Who wrote a response: the dataset's human reference or a model."""
+
+    key = models.CharField(max_length=100, unique=True, help_text="column key, e.g. gpt4o")
+    name = models.CharField(max_length=200)
+    # Used for self-preference exclusion: a judge does not rate its own family's responses.
+    family = models.CharField(max_length=100)
+    is_reference = models.BooleanField(default=False, help_text="human-written reference")
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Response(models.Model):
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="responses"
+    )
+    responder = models.ForeignKey(Responder, on_delete=models.PROTECT, related_name="responses")
+    # Blank where a release ships ratings without texts (MentalAlign-70k).
+    text = models.TextField(blank=True)
+    truncated = models.BooleanField(default=False, help_text="cut off by the token limit")
+    # Generation metadata: tokens, latency, finish reason, a reasoning model's thinking, run id.
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "responder"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "responder"], name="response_unique_responder"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation} / {self.responder.key}"
+
+
+class Rater(models.Model):
+    class Kind(models.TextChoices):
+        CLINICIAN = "clinician", "Clinician"
+        JUDGE = "judge", "LLM judge"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    name = models.CharField(max_length=200, unique=True)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="rater",
+    )
+    model = models.CharField(max_length=200, blank=True, help_text="judge model id")
+    family = models.CharField(max_length=100, blank=True, help_text="judge model family")
+    # Responder keys this judge must not be scored on (self-preference exclusion).
+    excluded_responders = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind="clinician") | Q(user__isnull=True),
+                name="rater_judge_has_no_user",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Assignment(models.Model):
+    """One conversation for one clinician, with its stored presentation order (AssignmentItem)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Not started"
+        IN_PROGRESS = "in_progress", "In progress"
+        SUBMITTED = "submitted", "Submitted"
+        FLAGGED = "flagged", "Flagged"
+        RECLAIMED = "reclaimed", "Reclaimed"
+
+    rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="assignments")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="assignments"
+    )
+    token = models.CharField(max_length=32, unique=True, default=new_token)
+    # The permutation is drawn once from this recorded seed and stored in AssignmentItem.position.
+    seed = models.BigIntegerField(default=new_seed)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    flag_reason = models.TextField(blank=True)
+    active_seconds = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    last_activity_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    reclaimed_from = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="reclaimed_by"
+    )
+
+    class Meta:
+        ordering = ["rater", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rater", "conversation"], name="assignment_unique_rater_conversation"
+            )
+        ]
+        indexes = [models.Index(fields=["rater", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.rater} → {self.conversation}"
+
+
+class AssignmentItem(models.Model):
+    """A response as one clinician sees it: a position ("Response A") and an opaque token."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="items")
+    response = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveSmallIntegerField()
+    token = models.CharField(max_length=32, unique=True, default=new_token)
+
+    class Meta:
+        ordering = ["assignment", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "position"], name="item_unique_position"),
+            models.UniqueConstraint(fields=["assignment", "response"], name="item_unique_response"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Response {self.label}"
+
+    @property
+    def label(self) -> str:
+        return chr(ord("A") + self.position) if self.position < 26 else f"#{self.position + 1}"
+
+
+class Rating(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft (clinician still editing)"
+        COMPLETE = "complete", "Complete"
+        INVALID = "invalid", "Invalid (unparseable LLM output; raw text kept, no scores)"
+
+    class Source(models.TextChoices):
+        FORM = "form", "Rating form"
+        IMPORT = "import", "Imported file"
+        JUDGE = "judge", "Judge run"
+
+    rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="ratings")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="ratings")
+    run = models.ForeignKey(
+        "judging.Run", on_delete=models.PROTECT, null=True, blank=True, related_name="ratings"
+    )
+    repeat = models.PositiveSmallIntegerField(default=0)
+    assignment = models.ForeignKey(
+        Assignment, on_delete=models.SET_NULL, null=True, blank=True, related_name="ratings"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    rationale = models.TextField(blank=True)
+    overall = models.FloatField(null=True, blank=True, help_text="a judge's own Overall score")
+    raw_output = models.TextField(blank=True, help_text="exact LLM output or imported cell")
+    error = models.TextField(blank=True, help_text="why the output was not usable")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # NULLS NOT DISTINCT (PostgreSQL 15+): ratings outside any run are unique as well.
+            models.UniqueConstraint(
+                fields=["rater", "response", "run", "repeat"],
+                name="rating_unique_rater_response_run_repeat",
+                nulls_distinct=False,
+            )
+        ]
+        indexes = [models.Index(fields=["rater", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.rater} on {self.response_id} ({self.status})"
+
+
+class Score(models.Model):
+    rating = models.ForeignKey(Rating, on_delete=models.CASCADE, related_name="scores")
+    attribute = models.ForeignKey(Attribute, on_delete=models.PROTECT, related_name="+")
+    value = models.SmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["rating", "attribute"], name="score_unique_attribute")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attribute_id}={self.value}"
+
+
+class RatingChange(models.Model):
+    """Audit trail: every change to a score or rationale, who made it and when (old → new)."""
+
+    rating = models.ForeignKey(Rating, on_delete=models.CASCADE, related_name="changes")
+    attribute = models.ForeignKey(
+        Attribute, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    field = models.CharField(max_length=32)  # "score", "rationale", "status"
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["changed_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.old_value!r} → {self.new_value!r}"
+
+
+class ImportLog(models.Model):
+    """What an import stored and, cell by cell, what it could not use and why."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="imports")
+    kind = models.CharField(max_length=32)  # "conversations", "mentalalign"
+    file_name = models.CharField(max_length=500)
+    sha256 = models.CharField(max_length=64)
+    summary = models.JSONField(default=dict)
+    problems = models.JSONField(default=list, help_text="[{file, row, column, reason}]")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} import of {self.file_name}"
