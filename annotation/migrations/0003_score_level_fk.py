@@ -1,8 +1,8 @@
 """A score must be one of its attribute's levels: composite FK (attribute, value) → level.
 
 Django has no composite foreign keys, so this is SQL, on PostgreSQL only (the SQLite demo relies
-on the services' validation). DEFERRABLE like Django's own FKs, so cascading deletes of a rubric
-(which remove scores and levels in one transaction) still work.
+on the services' validation). Checked per statement, so a bad score fails where it is written;
+DEFERRABLE leaves a migration the option of deferring it.
 """
 
 from django.db import migrations
@@ -15,7 +15,7 @@ def forwards(apps, schema_editor):
         "ALTER TABLE annotation_score ADD CONSTRAINT score_value_is_a_level "
         "FOREIGN KEY (attribute_id, value) "
         "REFERENCES annotation_attributelevel (attribute_id, value) "
-        "DEFERRABLE INITIALLY DEFERRED"
+        "DEFERRABLE INITIALLY IMMEDIATE"
     )
 
 

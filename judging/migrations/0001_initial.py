@@ -6,54 +6,141 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('annotation', '0001_initial'),
+        ("annotation", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ModelEndpoint',
+            name="ModelEndpoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('provider', models.CharField(choices=[('openai', 'OpenAI'), ('anthropic', 'Anthropic'), ('openai_compatible', 'vLLM / any OpenAI-compatible server'), ('vllm_offline', 'vLLM offline batch (GPU worker)')], max_length=32)),
-                ('model', models.CharField(max_length=200)),
-                ('family', models.CharField(max_length=100)),
-                ('base_url', models.URLField(blank=True)),
-                ('api_key_env', models.CharField(blank=True, max_length=100)),
-                ('api_key', models.CharField(blank=True, max_length=500)),
-                ('default_params', models.JSONField(blank=True, default=dict)),
-                ('json_mode', models.BooleanField(default=True, help_text='ask for JSON output where supported')),
-                ('price_input_per_mtok', models.FloatField(default=0.0, help_text='USD per 1M input tokens')),
-                ('price_output_per_mtok', models.FloatField(default=0.0, help_text='USD per 1M output tokens')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200, unique=True)),
+                (
+                    "provider",
+                    models.CharField(
+                        choices=[
+                            ("openai", "OpenAI"),
+                            ("anthropic", "Anthropic"),
+                            ("openai_compatible", "vLLM / any OpenAI-compatible server"),
+                            ("vllm_offline", "vLLM offline batch (GPU worker)"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("model", models.CharField(max_length=200)),
+                ("family", models.CharField(max_length=100)),
+                ("base_url", models.URLField(blank=True)),
+                ("api_key_env", models.CharField(blank=True, max_length=100)),
+                ("api_key", models.CharField(blank=True, max_length=500)),
+                ("default_params", models.JSONField(blank=True, default=dict)),
+                (
+                    "json_mode",
+                    models.BooleanField(
+                        default=True, help_text="ask for JSON output where supported"
+                    ),
+                ),
+                (
+                    "price_input_per_mtok",
+                    models.FloatField(default=0.0, help_text="USD per 1M input tokens"),
+                ),
+                (
+                    "price_output_per_mtok",
+                    models.FloatField(default=0.0, help_text="USD per 1M output tokens"),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('generation', 'Generation'), ('judge', 'Judge'), ('labelling', 'Distortion labelling')], max_length=16)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('cancelling', 'Cancelling'), ('cancelled', 'Cancelled'), ('done', 'Done'), ('failed', 'Failed')], default='pending', max_length=16)),
-                ('subset', models.CharField(default='all', max_length=32)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('endpoint', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='judging.modelendpoint')),
-                ('rater', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='annotation.rater')),
-                ('study', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='annotation.study')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("generation", "Generation"),
+                            ("judge", "Judge"),
+                            ("labelling", "Distortion labelling"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("cancelling", "Cancelling"),
+                            ("cancelled", "Cancelled"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("subset", models.CharField(default="all", max_length=32)),
+                ("params", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "endpoint",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="runs",
+                        to="judging.modelendpoint",
+                    ),
+                ),
+                (
+                    "rater",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="runs",
+                        to="annotation.rater",
+                    ),
+                ),
+                (
+                    "study",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="annotation.study",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
     ]

@@ -1,0 +1,77 @@
+"""Shared fixtures. Tests run on real PostgreSQL (bin/test sets DATABASE_URL)."""
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+SHARED = Path(os.environ.get("MENTALBENCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+MENTALALIGN = SHARED / "data" / "mentalalign70k"
+REFERENCE = SHARED / "reference"
+MENTALALIGN_STUDY = "MentalAlign-70k (test)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine and not os.environ.get("MENTALBENCH_ALLOW_SQLITE_TESTS"):
+        raise pytest.UsageError(
+            f"the tests need PostgreSQL, but the database engine is {engine}: run bin/test, or set "
+            "DATABASE_URL=postgres://postgres@127.0.0.1:5432/mentalbench"
+        )
+
+
+def require_shared() -> Path:
+    if not (MENTALALIGN / "Human_judge.xlsx").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have the shared data, but {MENTALALIGN} is missing")
+        pytest.skip(
+            f"the released MentalAlign-70k workbooks are not at {MENTALALIGN} (../shared beside "
+            "the checkout, or $MENTALBENCH_SHARED); they are on the team's machines and in CI"
+        )
+    return MENTALALIGN
+
+
+@pytest.fixture
+def mentalalign_dir() -> Path:
+    return require_shared()
+
+
+def _import_mentalalign(directory: Path) -> None:
+    call_command(
+        "import_mentalalign",
+        "--study",
+        MENTALALIGN_STUDY,
+        "--human",
+        str(directory / "Human_judge.xlsx"),
+        "--judge",
+        f"claude-3.7-sonnet={directory / 'claude_llm_judge.xlsx'}",
+        "--judge",
+        f"gpt-4o={directory / 'gpt-4o_llm_judge.xlsx'}",
+        stdout=open(os.devnull, "w"),  # noqa: SIM115
+    )
+
+
+@pytest.fixture(scope="session")
+def _mentalalign_committed(django_db_setup, django_db_blocker) -> bool:
+    """Import the three released workbooks once per session, committed, before any test runs."""
+    if not (MENTALALIGN / "Human_judge.xlsx").exists():
+        return False
+    with django_db_blocker.unblock():
+        _import_mentalalign(MENTALALIGN)
+    return True
+
+
+@pytest.fixture
+def mentalalign_study(_mentalalign_committed, db):
+    """The MentalAlign-70k study (human + claude-3.7-sonnet + gpt-4o judges)."""
+    from annotation.models import Study
+
+    directory = require_shared()
+    study = Study.objects.filter(name=MENTALALIGN_STUDY).first()
+    if study is None:
+        # A transactional test flushed the committed copy: import inside this test instead.
+        _import_mentalalign(directory)
+        study = Study.objects.get(name=MENTALALIGN_STUDY)
+    return study
