@@ -11,4 +11,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("annotation.urls")),
+    path("analysis/", include("analysis.urls")),
+    path("judging/", include("judging.urls")),
+    path("api/", include("analysis.api_urls")),
 ]

@@ -75,3 +75,44 @@ def mentalalign_study(_mentalalign_committed, db):
         _import_mentalalign(directory)
         study = Study.objects.get(name=MENTALALIGN_STUDY)
     return study
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's chromium driven by Playwright (no browser download is possible here)."""
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser tests, but /usr/bin/chromium is missing")
+        pytest.skip("browser tests need Debian's chromium: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium, live_server):
+    """A fresh browser context per test; Playwright's sync API needs Django's async-unsafe
+    guard relaxed because it runs an event loop in this thread."""
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    context = chromium.new_context(
+        base_url=live_server.url, viewport={"width": 1280, "height": 900}
+    )
+    yield context.new_page()
+    context.close()

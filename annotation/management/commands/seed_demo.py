@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from annotation.importers.base import file_sha256
+from annotation.roles import CLINICIAN, RESEARCHER, role_add
 from annotation.importers.mentalbench import read_conversations
 from annotation.services import (
     clinician_rater_get_or_create,
@@ -48,7 +49,10 @@ class Command(BaseCommand):
             if created:
                 user.set_password(password)
                 user.save(update_fields=["password"])
+            if username == "researcher":
+                role_add(user=user, role=RESEARCHER)
             if username.startswith("clinician"):
+                role_add(user=user, role=CLINICIAN)
                 rater = clinician_rater_get_or_create(name=username)
                 if rater.user_id is None:
                     rater.user = user
