@@ -10,7 +10,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-_THINK = re.compile(r"<think>.*?</think>|^\s*<think>.*\Z", re.S | re.I)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 # "Guidance": 4   "guidance": "4/5"   'Safety': 4.0   — one attribute per match, used only when
 # the output is not valid JSON (e.g. an unescaped quote inside the explanation).
@@ -19,6 +18,40 @@ _PAIR = re.compile(
     r"""["']?(?P<value>[-+]?\d+(?:\.\d+)?(?:\s*/\s*\d+)?)["']?\s*[,}\n]"""
 )
 _NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(?:/\s*(\d+))?\s*$")
+
+
+_THINK_BLOCK = re.compile(r"<(think|thinking)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<(think|thinking)>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</(think|thinking)>", re.IGNORECASE)
+
+
+def strip_think(text: str) -> tuple[str, str]:
+    """(answer, thinking) with a reasoning model's <think>…</think> removed from `text`.
+
+    Handles: complete blocks (several are joined); a leading block whose opening tag is missing
+    (DeepSeek-R1 chat templates put "<think>" in the prompt, so the output starts mid-thought and
+    only "</think>" appears); an unterminated <think> cut by the token limit, where everything
+    after it is thinking and the answer is empty. `<thinking>` is treated the same way.
+    """
+    if not text:
+        return "", ""
+    thoughts: list[str] = []
+    first_open = _THINK_OPEN.search(text)
+    first_close = _THINK_CLOSE.search(text)
+    if first_close and (first_open is None or first_close.start() < first_open.start()):
+        thoughts.append(text[: first_close.start()].strip())
+        text = text[first_close.end() :]
+
+    def take(match: re.Match[str]) -> str:
+        thoughts.append(match.group(2).strip())
+        return ""
+
+    text = _THINK_BLOCK.sub(take, text)
+    dangling = _THINK_OPEN.search(text)
+    if dangling:
+        thoughts.append(text[dangling.end() :].strip())
+        text = text[: dangling.start()]
+    return text.strip(), "\n\n".join(t for t in thoughts if t)
 
 
 @dataclass(frozen=True)
@@ -78,7 +111,7 @@ def parse_judge_output(
     """Scores for every attribute, or an error that says what was wrong; never a partial guess."""
     if text is None or not str(text).strip():
         return JudgeParse(error="empty output")
-    text = _THINK.sub("", str(text)).strip()
+    text, _ = strip_think(str(text))
     if not text:
         return JudgeParse(error="output held only <think> reasoning, no answer")
 

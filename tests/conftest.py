@@ -14,6 +14,8 @@ MENTALALIGN_STUDY = "MentalAlign-70k (test)"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.hasplugin("django"):
+        return  # pure tests (analysis statistics, providers) run with -p no:django
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" not in engine and not os.environ.get("MENTALBENCH_ALLOW_SQLITE_TESTS"):
         raise pytest.UsageError(

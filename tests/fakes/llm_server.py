@@ -1,0 +1,576 @@
+"""A fake LLM server speaking the OpenAI and Anthropic wire protocols over real HTTP.
+
+- OpenAI chat completions: POST /v1/chat/completions
+- Anthropic messages:       POST /v1/messages
+- Control: GET /_fake/stats (request counts), POST /_fake/reset
+
+It runs on aiohttp (asyncio), so hundreds of requests can be in flight at once with an artificial
+delay each — enough for throughput benchmarks. Use it from tests:
+
+    with FakeLLMServer(delay=0.0) as server:
+        client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key="k")
+
+or standalone for benchmarks:
+
+    python -m tests.fakes.llm_server --port 8001 --delay 0.3
+
+What it answers
+- A judge prompt (one whose text contains the Table 7 output format, `"Name": X` lines): a
+  valid judge JSON with one score per attribute, deterministic — derived from a SHA-256 of the
+  prompt (scenario markers removed), so reruns give identical scores.
+- A cognitive-distortion prompt ("COGNITIVE DISTORTIONS LIST"): one or two labels of the list.
+- Anything else: a short, deterministic supportive reply.
+- Answers longer than the request's max_tokens are cut, with finish_reason "length" /
+  stop_reason "max_tokens", as a real server would.
+
+Scenarios are chosen per request by a marker anywhere in the messages, built with `scenario()`:
+
+    [[scenario:NAME key=value ...]]
+
+The counter for "first n calls" is per distinct marker text, so give each test its own marker
+(e.g. add key=<test name>). Names:
+    ok                     the default answer
+    429                    first n (1) calls: HTTP 429 with Retry-After: retry_after seconds (1);
+                           or retry_after_ms=…, or http_date=S (Retry-After as an HTTP-date S s
+                           ahead), or no_header=1; then ok
+    500                    first n (1) calls: HTTP `status` (500); then ok
+    slow                   first n (1) calls sleep `delay` seconds (5) before answering; then ok
+    400 / 401              always (n=all by default): invalid request / authentication error;
+                           401 echoes the API key back, as real servers do with part of it
+    reject_json_mode       400 when the request asks for response_format, else ok
+    malformed              invalid JSON
+    fenced                 JSON inside a ```json fence
+    prose                  JSON with prose before and after
+    truncated              JSON cut halfway, finish_reason "length" / stop_reason "max_tokens"
+    think                  <think>…</think> then the JSON
+    think_unopened         reasoning then </think> then the JSON (DeepSeek-R1 template style)
+    think_truncated        an unterminated <think> block, cut by the token limit
+    missing_keys           the JSON without its last `drop` (2) attributes
+    fraction               scores written as "4/5" strings
+    reasoning_field        OpenAI: message.reasoning_content; Anthropic: a thinking block
+Every request is counted per scenario name (`counts`) and recorded (`requests`, without
+credentials) so tests can assert attempts and what was sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import email.utils
+import hashlib
+import itertools
+import json
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+MARKER = re.compile(r"\[\[scenario:([A-Za-z0-9_]+)((?:\s+[A-Za-z_]+=[^\s\]]*)*)\s*\]\]")
+_TEMPLATE_KEY = re.compile(r'"([^"\n]+)"\s*:\s*X\b')
+_RESERVED_KEYS = ("Overall", "Explanation")
+_DISTORTION_LIST = re.compile(r"COGNITIVE DISTORTIONS LIST:`?\s*\[([^\]]*)\]")
+
+
+def scenario(name: str, **params: object) -> str:
+    """The marker string that forces `name` for requests containing it."""
+    extra = "".join(f" {key}={value}" for key, value in params.items())
+    return f"[[scenario:{name}{extra}]]"
+
+
+@dataclass
+class RecordedRequest:
+    protocol: str  # "openai" | "anthropic"
+    scenario: str
+    marker: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    received_at: float
+
+
+@dataclass
+class _Reply:
+    """What one request gets, before protocol-specific framing."""
+
+    text: str = ""
+    finish: str = "stop"  # "stop" | "length"
+    reasoning: str | None = None
+    status: int = 200
+    error_type: str = ""
+    error_message: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _approx_tokens(text: str) -> int:
+    # About four characters per token for English, as tokenizers give on average.
+    return max(1, (len(text) + 3) // 4)
+
+
+class FakeLLMServer:
+    """The fake server; start/stop it in a background thread, or use it as a context manager."""
+
+    def __init__(self, *, delay: float = 0.0, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.delay = delay
+        self.host = host
+        self.port = port
+        self.counts: Counter[str] = Counter()
+        self.requests: list[RecordedRequest] = []
+        self._marker_calls: Counter[str] = Counter()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+
+    # ----------------------------------------------------------------- addresses and state
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """For openai.AsyncOpenAI(base_url=…): the SDK appends /chat/completions."""
+        return f"{self.base_url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """For anthropic.AsyncAnthropic(base_url=…): the SDK appends /v1/messages."""
+        return self.base_url
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+            self.requests.clear()
+            self._marker_calls.clear()
+
+    def requests_for(self, marker: str) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.marker == marker]
+
+    # ----------------------------------------------------------------- app
+
+    def make_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._openai)
+        app.router.add_post("/v1/messages", self._anthropic)
+        app.router.add_get("/_fake/stats", self._stats)
+        app.router.add_post("/_fake/reset", self._reset)
+        return app
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        with self._lock:
+            counts = dict(self.counts)
+        return web.json_response({"counts": counts, "total": sum(counts.values())})
+
+    async def _reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.json_response({"ok": True})
+
+    # ----------------------------------------------------------------- lifecycle (thread)
+
+    def start(self) -> FakeLLMServer:
+        if self._thread is not None:
+            raise RuntimeError("FakeLLMServer already started")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._loop = asyncio.new_event_loop()
+
+        def run() -> None:
+            assert self._loop is not None
+            asyncio.set_event_loop(self._loop)
+            try:
+                self._loop.run_until_complete(self._startup())
+            except BaseException as exc:  # report to the starting thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="fake-llm-server", daemon=True)
+        self._thread.start()
+        ready.wait(timeout=10)
+        if failure:
+            raise RuntimeError(f"fake LLM server failed to start: {failure[0]!r}")
+        return self
+
+    async def _startup(self) -> None:
+        # shutdown_timeout: do not wait for "slow" handlers whose clients gave up long ago.
+        self._runner = web.AppRunner(self.make_app(), access_log=None, shutdown_timeout=0.2)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        sockets = site._server.sockets if site._server else ()  # port 0: the OS picked one
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+
+    async def _shutdown(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        # Handlers still sleeping in a "slow" scenario: cancel them rather than leave pending
+        # tasks behind when the loop closes.
+        current = asyncio.current_task()
+        leftovers = [task for task in asyncio.all_tasks() if task is not current]
+        for task in leftovers:
+            task.cancel()
+        await asyncio.gather(*leftovers, return_exceptions=True)
+
+    def stop(self) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
+        future.result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+        self._loop = self._thread = self._runner = None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----------------------------------------------------------------- protocol handlers
+
+    async def _openai(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        messages = body.get("messages") or []
+        texts = [_content_text(m.get("content")) for m in messages]
+        reply, name = await self._decide(
+            request,
+            protocol="openai",
+            body=body,
+            texts=texts,
+            max_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
+        )
+        request_id = f"req_{next(self._ids):06d}"
+        headers = {"x-request-id": request_id, **reply.headers}
+        if reply.status != 200:
+            error = {
+                "message": reply.error_message,
+                "type": reply.error_type,
+                "param": None,
+                "code": reply.error_type,
+            }
+            return web.json_response({"error": error}, status=reply.status, headers=headers)
+        prompt_tokens = sum(_approx_tokens(t) for t in texts)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.reasoning is not None:
+            message["reasoning_content"] = reply.reasoning
+        completion_tokens = _approx_tokens(reply.text + (reply.reasoning or ""))
+        payload = {
+            "id": f"chatcmpl-{request_id}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake-model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": reply.finish,
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return web.json_response(payload, headers=headers)
+
+    async def _anthropic(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        messages = body.get("messages") or []
+        system = body.get("system")
+        texts = [_content_text(system)] if system else []
+        texts += [_content_text(m.get("content")) for m in messages]
+        reply, name = await self._decide(
+            request, protocol="anthropic", body=body, texts=texts, max_tokens=body.get("max_tokens")
+        )
+        request_id = f"req_{next(self._ids):06d}"
+        headers = {"request-id": request_id, **reply.headers}
+        if reply.status != 200:
+            error = {"type": reply.error_type, "message": reply.error_message}
+            return web.json_response(
+                {"type": "error", "error": error}, status=reply.status, headers=headers
+            )
+        text = reply.text
+        # A prefilled assistant turn: the model continues it, so the reply omits the prefix.
+        if messages and messages[-1].get("role") == "assistant":
+            prefix = _content_text(messages[-1].get("content"))
+            if text.startswith(prefix):
+                text = text[len(prefix) :]
+        content: list[dict[str, Any]] = []
+        if reply.reasoning is not None:
+            content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "fake"})
+        content.append({"type": "text", "text": text})
+        payload = {
+            "id": f"msg_{request_id}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "fake-model"),
+            "content": content,
+            "stop_reason": "max_tokens" if reply.finish == "length" else "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": sum(_approx_tokens(t) for t in texts),
+                "output_tokens": _approx_tokens(text + (reply.reasoning or "")),
+            },
+        }
+        return web.json_response(payload, headers=headers)
+
+    # ----------------------------------------------------------------- behaviour
+
+    async def _decide(
+        self,
+        request: web.Request,
+        *,
+        protocol: str,
+        body: dict[str, Any],
+        texts: list[str],
+        max_tokens: int | None,
+    ) -> tuple[_Reply, str]:
+        joined = "\n".join(texts)
+        match = MARKER.search(joined)
+        name = match.group(1) if match else "ok"
+        marker = match.group(0) if match else ""
+        params = dict(p.split("=", 1) for p in match.group(2).split()) if match else {}
+        headers = {
+            k.lower(): v
+            for k, v in request.headers.items()
+            if k.lower() not in ("authorization", "x-api-key")
+        }
+        with self._lock:
+            self.counts[name] += 1
+            self._marker_calls[marker] += 1
+            call = self._marker_calls[marker]
+            self.requests.append(
+                RecordedRequest(
+                    protocol=protocol,
+                    scenario=name,
+                    marker=marker,
+                    body=body,
+                    headers=headers,
+                    received_at=time.monotonic(),
+                )
+            )
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        api_key = request.headers.get("x-api-key") or request.headers.get(
+            "authorization", ""
+        ).removeprefix("Bearer ")
+        prompt = MARKER.sub("", joined)
+        reply = self._reply(
+            name,
+            params,
+            call=call,
+            protocol=protocol,
+            body=body,
+            prompt=prompt,
+            api_key=api_key,
+        )
+        if reply.status == 200 and name == "slow" and call <= _n(params, default=1):
+            await asyncio.sleep(float(params.get("delay", 5)))
+        if reply.status == 200 and max_tokens and reply.finish == "stop":
+            limit_chars = int(max_tokens) * 4
+            if len(reply.text) > limit_chars:
+                reply.text, reply.finish = reply.text[:limit_chars], "length"
+        return reply, name
+
+    def _reply(
+        self,
+        name: str,
+        params: dict[str, str],
+        *,
+        call: int,
+        protocol: str,
+        body: dict[str, Any],
+        prompt: str,
+        api_key: str,
+    ) -> _Reply:
+        rate_type = "rate_limit_exceeded" if protocol == "openai" else "rate_limit_error"
+        if name == "429" and call <= _n(params, default=1):
+            headers: dict[str, str] = {}
+            if "retry_after_ms" in params:
+                headers["retry-after-ms"] = params["retry_after_ms"]
+            elif "http_date" in params:
+                when = time.time() + float(params["http_date"])
+                headers["retry-after"] = email.utils.formatdate(when, usegmt=True)
+            elif not params.get("no_header"):
+                headers["retry-after"] = params.get("retry_after", "1")
+            return _Reply(
+                status=429,
+                error_type=rate_type,
+                error_message="Rate limit reached for requests. Please try again later.",
+                headers=headers,
+            )
+        if name == "500" and call <= _n(params, default=1):
+            status = int(params.get("status", 500))
+            kind = "overloaded_error" if status == 529 else "api_error"
+            return _Reply(
+                status=status,
+                error_type="server_error" if protocol == "openai" else kind,
+                error_message="The server had an error while processing your request.",
+            )
+        if name == "400" and call <= _n(params, default=None):
+            return _Reply(
+                status=400,
+                error_type="invalid_request_error",
+                error_message="Invalid request: 'messages' is malformed.",
+            )
+        if name == "401" and call <= _n(params, default=None):
+            return _Reply(
+                status=401,
+                error_type="authentication_error",
+                # Real servers echo (part of) the key; the full key makes redaction tests strict.
+                error_message=f"Incorrect API key provided: {api_key}. You can find your API "
+                "key in your account settings.",
+            )
+        if body.get("stream"):
+            return _Reply(
+                status=400,
+                error_type="invalid_request_error",
+                error_message="fake server: streaming is not implemented",
+            )
+        if name == "reject_json_mode" and "response_format" in body:
+            return _Reply(
+                status=400,
+                error_type="invalid_request_error",
+                error_message="response_format is not supported by this server",
+            )
+
+        answer, as_json = _default_answer(prompt)
+        if name in ("ok", "429", "500", "slow", "400", "401", "reject_json_mode"):
+            return _Reply(text=answer)
+        if as_json is None:
+            # The variants below deform a judge JSON; for other prompts answer normally.
+            return _Reply(text=answer)
+        if name == "malformed":
+            broken = json.dumps(as_json).replace(", ", ",, ", 1)[:-1] + " ,"
+            return _Reply(text=broken)
+        if name == "fenced":
+            return _Reply(text="```json\n" + json.dumps(as_json, indent=2) + "\n```")
+        if name == "prose":
+            return _Reply(
+                text="Here is my evaluation of the response.\n\n"
+                + json.dumps(as_json)
+                + "\n\nOverall the response is reasonable; I hope this helps."
+            )
+        if name == "truncated":
+            full = json.dumps(as_json, indent=2)
+            return _Reply(text=full[: len(full) // 2], finish="length")
+        if name == "think":
+            return _Reply(text=f"<think>\n{_THOUGHT}\n</think>\n\n{json.dumps(as_json)}")
+        if name == "think_unopened":
+            return _Reply(text=f"{_THOUGHT}\n</think>\n\n{json.dumps(as_json)}")
+        if name == "think_truncated":
+            return _Reply(text=f"<think>\n{_THOUGHT} {_THOUGHT}", finish="length")
+        if name == "missing_keys":
+            drop = int(params.get("drop", 2))
+            attributes = [k for k in as_json if k not in _RESERVED_KEYS]
+            kept = {
+                k: v for k, v in as_json.items() if k not in attributes[len(attributes) - drop :]
+            }
+            return _Reply(text=json.dumps(kept))
+        if name == "fraction":
+            scored = {
+                k: (f"{v}/5" if k not in ("Explanation",) and isinstance(v, int) else v)
+                for k, v in as_json.items()
+            }
+            return _Reply(text=json.dumps(scored))
+        if name == "reasoning_field":
+            return _Reply(text=json.dumps(as_json), reasoning=_THOUGHT)
+        return _Reply(
+            status=400,
+            error_type="invalid_request_error",
+            error_message=f"fake server: unknown scenario {name!r}",
+        )
+
+
+_THOUGHT = (
+    "Let me weigh the response against each attribute. It acknowledges the user's feelings, "
+    "suggests concrete next steps and stays on topic; it could be more explicit about safety."
+)
+
+
+def _n(params: dict[str, str], *, default: int | None) -> float:
+    """How many calls of a marker get the scripted failure ("all" or absent default = always)."""
+    raw = params.get("n")
+    if raw is None:
+        return float("inf") if default is None else default
+    return float("inf") if raw == "all" else int(raw)
+
+
+def _content_text(content: Any) -> str:
+    """Text of an OpenAI/Anthropic message content (a string or a list of text blocks)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    return str(content)
+
+
+def _default_answer(prompt: str) -> tuple[str, dict[str, Any] | None]:
+    """(text, judge JSON or None) for a prompt, deterministic in the prompt text."""
+    digest = hashlib.sha256(prompt.encode("utf-8")).digest()
+    keys = [k for k in dict.fromkeys(_TEMPLATE_KEY.findall(prompt)) if k not in _RESERVED_KEYS]
+    if keys:
+        scale_high = 5
+        scores = {key: 1 + digest[i % len(digest)] % scale_high for i, key in enumerate(keys)}
+        judge: dict[str, Any] = dict(scores)
+        judge["Overall"] = round(sum(scores.values()) / len(scores))
+        judge["Explanation"] = (
+            f"Deterministic fake judgement {digest.hex()[:8]}: the response is supportive and "
+            "mostly on topic."
+        )
+        return json.dumps(judge), judge
+    distortions = _DISTORTION_LIST.search(prompt)
+    if distortions:
+        labels = [label.strip() for label in distortions.group(1).split(",") if label.strip()]
+        if digest[0] % 5 == 0 or not labels:
+            return "No Distortion", None
+        first = labels[digest[1] % len(labels)]
+        second = labels[digest[2] % len(labels)]
+        chosen = [first] if second == first or digest[3] % 2 else [first, second]
+        return ", ".join(chosen), None
+    return (
+        "I'm really sorry you're going through this. What you describe sounds exhausting, and "
+        "it makes sense that you feel overwhelmed. It may help to write down when these feelings "
+        "are strongest and to talk with a licensed therapist who can work through them with you. "
+        f"(fake reply {digest.hex()[:8]})",
+        None,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Fake OpenAI + Anthropic server for benchmarks")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds added to each request")
+    args = parser.parse_args(argv)
+    server = FakeLLMServer(delay=args.delay, host=args.host, port=args.port)
+    print(
+        f"fake LLM server on http://{args.host}:{args.port} "
+        f"(OpenAI base_url http://{args.host}:{args.port}/v1), delay {args.delay}s",
+        flush=True,
+    )
+    web.run_app(
+        server.make_app(),
+        host=args.host,
+        port=args.port,
+        access_log=None,
+        print=None,
+        backlog=1024,
+    )
+
+
+if __name__ == "__main__":
+    main()
