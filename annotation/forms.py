@@ -26,3 +26,68 @@ class ImportForm(forms.Form):
         if data.get("kind") == "judge" and not (data.get("judge_name") or "").strip():
             self.add_error("judge_name", "A judge workbook needs the judge's name.")
         return data
+
+
+class ScoreSaveForm(forms.Form):
+    """One autosave from the rating page: a score or the rationale of one response."""
+
+    item = forms.CharField(max_length=32)
+    attribute = forms.IntegerField(required=False)
+    score = forms.IntegerField(required=False)
+    rationale = forms.CharField(required=False, max_length=2000, strip=False)
+    edited_ms = forms.IntegerField(required=False, min_value=0)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("attribute") is not None and data.get("score") is None:
+            raise forms.ValidationError("a score needs a value")
+        if data.get("attribute") is None and "rationale" not in self.data:
+            raise forms.ValidationError("send a score or a rationale")
+        return data
+
+
+class FlagForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="e.g. distressing content, broken or empty responses",
+    )
+
+
+class AssignForm(forms.Form):
+    study = forms.ModelChoiceField(queryset=Study.objects.all())
+    clinicians = forms.ModelMultipleChoiceField(queryset=None, widget=forms.CheckboxSelectMultiple)
+    overlap = forms.IntegerField(
+        min_value=1, initial=1, help_text="clinicians per overlapping conversation (e.g. 3)"
+    )
+    overlap_percent = forms.IntegerField(
+        min_value=0,
+        max_value=100,
+        initial=0,
+        help_text="% of conversations that get that many clinicians (100 = all)",
+    )
+
+    def __init__(self, *args, **kwargs):
+        from .models import Rater
+
+        super().__init__(*args, **kwargs)
+        self.fields["clinicians"].queryset = Rater.objects.filter(
+            kind=Rater.Kind.CLINICIAN, user__isnull=False
+        )
+
+
+class RaterChoiceForm(forms.Form):
+    rater = forms.ModelChoiceField(queryset=None)
+
+    def __init__(self, *args, **kwargs):
+        from .models import Rater
+
+        super().__init__(*args, **kwargs)
+        self.fields["rater"].queryset = Rater.objects.filter(
+            kind=Rater.Kind.CLINICIAN, user__isnull=False
+        )
+
+
+class InviteForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    email = forms.EmailField(required=False)

@@ -289,6 +289,9 @@ class Rating(models.Model):
     overall = models.FloatField(null=True, blank=True, help_text="a judge's own Overall score")
     raw_output = models.TextField(blank=True, help_text="exact LLM output or imported cell")
     error = models.TextField(blank=True, help_text="why the output was not usable")
+    # When the rationale was last edited, by the editing browser's clock (ms since the epoch), so
+    # that a stale tab's late save cannot overwrite a newer edit from another tab.
+    rationale_edited_ms = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -311,6 +314,8 @@ class Score(models.Model):
     rating = models.ForeignKey(Rating, on_delete=models.CASCADE, related_name="scores")
     attribute = models.ForeignKey(Attribute, on_delete=models.PROTECT, related_name="+")
     value = models.SmallIntegerField()
+    # Rating form only: when this score was chosen (browser clock, ms; see rationale_edited_ms).
+    edited_ms = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [

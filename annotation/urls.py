@@ -1,9 +1,31 @@
 from django.urls import path
 
-from . import views
+from . import admin_views, views
 
 app_name = "annotation"
 
 urlpatterns = [
     path("imports/", views.import_upload, name="import_upload"),
+    # Clinicians: everything is addressed by the assignment's opaque token.
+    path("rate/", views.queue, name="queue"),
+    path("rate/<str:token>/", views.rate, name="rate"),
+    path("rate/<str:token>/save", views.save, name="save"),
+    path("rate/<str:token>/submit", views.submit, name="submit"),
+    path("rate/<str:token>/flag", views.flag, name="flag"),
+    path("rate/<str:token>/heartbeat", views.heartbeat, name="heartbeat"),
+    # Admins.
+    path("manage/", admin_views.overview, name="manage"),
+    path("manage/assign", admin_views.assign, name="manage_assign"),
+    path("manage/assignments/<int:pk>/reassign", admin_views.reassign, name="manage_reassign"),
+    path("manage/assignments/<int:pk>/reclaim", admin_views.reclaim, name="manage_reclaim"),
+    path("manage/invite", admin_views.invite, name="manage_invite"),
+    path("manage/users/<int:pk>/reset-link", admin_views.reset_link, name="manage_reset_link"),
+    path("manage/audit/", admin_views.audit, name="manage_audit"),
+    # Invite and admin-issued reset links both land here to set a password.
+    path(
+        "accounts/set-password/<uidb64>/<token>/",
+        admin_views.PasswordSetView.as_view(),
+        name="password_set",
+    ),
+    path("accounts/set-password/done/", admin_views.password_set_done, name="password_set_done"),
 ]

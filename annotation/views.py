@@ -1,21 +1,37 @@
 import tempfile
 from pathlib import Path
 
+from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
-from .forms import ImportForm
+from .forms import FlagForm, ImportForm, ScoreSaveForm
 from .importers.base import ImportProblem, file_sha256
 from .importers.mentalalign import read_workbook
 from .importers.mentalbench import read_conversations
+from .roles import CLINICIAN, role_required
+from .selectors import (
+    assignment_get_for_user,
+    assignments_for_user,
+    next_assignment_for_user,
+    progress_for_user,
+    rating_page,
+)
 from .services import (
+    AssignmentIncomplete,
+    AssignmentLocked,
     WorkbookSource,
+    assignment_flag,
+    assignment_heartbeat,
+    assignment_submit,
     clinician_rater_get_or_create,
     conversations_import,
     judge_rater_get_or_create,
     mentalalign_import,
+    rating_save,
     study_get_or_create,
 )
 
@@ -83,3 +99,113 @@ def import_upload(request: HttpRequest) -> HttpResponse:
         form = ImportForm(initial={"study": request.GET.get("study")})
     context["form"] = form
     return render(request, "annotation/import.html", context)
+
+
+# --- Clinician rating (issue 3) ------------------------------------------------------------------
+
+
+def _rating_context(request: HttpRequest, assignment, **extra) -> dict:
+    return {
+        "page": rating_page(assignment=assignment),
+        "progress": progress_for_user(user=request.user),
+        "flag_form": extra.pop("flag_form", None) or FlagForm(),
+        **extra,
+    }
+
+
+@role_required(CLINICIAN)
+def queue(request: HttpRequest) -> HttpResponse:
+    assignments = list(assignments_for_user(user=request.user))
+    return render(
+        request,
+        "annotation/queue.html",
+        {
+            "assignments": assignments,
+            "progress": progress_for_user(user=request.user),
+            "next": next_assignment_for_user(user=request.user),
+        },
+    )
+
+
+@role_required(CLINICIAN)
+def rate(request: HttpRequest, token: str) -> HttpResponse:
+    assignment = assignment_get_for_user(user=request.user, token=token)
+    return render(request, "annotation/rate.html", _rating_context(request, assignment))
+
+
+@require_POST
+@role_required(CLINICIAN)
+def save(request: HttpRequest, token: str) -> HttpResponse:
+    assignment = assignment_get_for_user(user=request.user, token=token)
+    form = ScoreSaveForm(request.POST)
+    if not form.is_valid():
+        return render(
+            request, "annotation/_save_state.html", {"error": form.errors.as_text()}, status=400
+        )
+    data = form.cleaned_data
+    try:
+        result = rating_save(
+            assignment=assignment,
+            item_token=data["item"],
+            user=request.user,
+            attribute_id=data["attribute"],
+            score=data["score"],
+            rationale=None if data["attribute"] is not None else data["rationale"],
+            edited_ms=data["edited_ms"],
+        )
+    except AssignmentLocked as exc:
+        return render(request, "annotation/_save_state.html", {"error": str(exc)}, status=409)
+    except ValueError as exc:
+        return render(request, "annotation/_save_state.html", {"error": str(exc)}, status=400)
+    return render(request, "annotation/_save_state.html", {"result": result})
+
+
+@require_POST
+@role_required(CLINICIAN)
+def submit(request: HttpRequest, token: str) -> HttpResponse:
+    assignment = assignment_get_for_user(user=request.user, token=token)
+    try:
+        assignment_submit(assignment=assignment, user=request.user)
+    except AssignmentIncomplete as exc:
+        context = _rating_context(request, assignment, missing=exc.missing)
+        missing = dict(exc.missing)
+        for item in context["page"].items:
+            item.missing = missing.get(item.label, [])
+        return render(request, "annotation/rate.html", context, status=422)
+    except AssignmentLocked as exc:
+        messages.error(request, str(exc))
+        return redirect("annotation:rate", token=token)
+    messages.success(request, "Conversation submitted. Thank you.")
+    return _to_next(request)
+
+
+@require_POST
+@role_required(CLINICIAN)
+def flag(request: HttpRequest, token: str) -> HttpResponse:
+    assignment = assignment_get_for_user(user=request.user, token=token)
+    form = FlagForm(request.POST)
+    if not form.is_valid():
+        context = _rating_context(request, assignment, flag_form=form)
+        return render(request, "annotation/rate.html", context, status=422)
+    try:
+        assignment_flag(assignment=assignment, reason=form.cleaned_data["reason"])
+    except AssignmentLocked as exc:
+        messages.error(request, str(exc))
+        return redirect("annotation:rate", token=token)
+    messages.success(request, "Conversation flagged; an admin will look at it.")
+    return _to_next(request)
+
+
+@require_POST
+@role_required(CLINICIAN)
+def heartbeat(request: HttpRequest, token: str) -> HttpResponse:
+    assignment = assignment_get_for_user(user=request.user, token=token)
+    assignment_heartbeat(assignment=assignment)
+    return HttpResponse(status=204)
+
+
+def _to_next(request: HttpRequest) -> HttpResponse:
+    following = next_assignment_for_user(user=request.user)
+    if following is None:
+        return redirect("annotation:queue")
+    return redirect("annotation:rate", token=following.token)

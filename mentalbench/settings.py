@@ -157,6 +157,9 @@ CACHES = {
     )
 }
 
+# Sessions read from the cache first: one query less on every autosave.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",

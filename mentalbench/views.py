@@ -3,12 +3,19 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
+from annotation.roles import CLINICIAN, RESEARCHER, has_role, is_admin
+
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    # Staff land in the admin until the dedicated admin/researcher pages exist for them.
-    if request.user.is_staff:
-        return redirect("admin:index")
+    # Each role lands on its own work: admins manage, clinicians rate, researchers analyse.
+    user = request.user
+    if is_admin(user):
+        return redirect("annotation:manage")
+    if has_role(user, CLINICIAN):
+        return redirect("annotation:queue")
+    if has_role(user, RESEARCHER):
+        return redirect("/analysis/")
     return render(request, "home.html")
 
 

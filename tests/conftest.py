@@ -94,8 +94,12 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="session")
-def chromium():
-    """Debian's chromium driven by Playwright (no browser download is possible here)."""
+def chromium(django_db_setup):
+    """Debian's chromium driven by Playwright (no browser download is possible here).
+
+    Depends on django_db_setup: Playwright's sync API runs an event loop in this thread, after
+    which Django refuses to create the test database from it.
+    """
     if not CHROMIUM.exists():
         if os.environ.get("CI"):
             pytest.fail("CI must run the browser tests, but /usr/bin/chromium is missing")

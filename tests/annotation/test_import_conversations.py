@@ -79,9 +79,11 @@ def test_csv_import_creates_conversations_responses_and_conditions(tmp_path):
 def test_reimport_of_the_same_file_duplicates_nothing(tmp_path):
     path = write_csv(tmp_path / "d.csv", sample_rows(4))
     run("--study", "S", str(path))
-    before = (Conversation.objects.count(), Response.objects.count())
+    study_rows = (Conversation.objects.filter(study__name="S"),
+                  Response.objects.filter(conversation__study__name="S"))
+    before = tuple(q.count() for q in study_rows)
     run("--study", "S", str(path))
-    assert (Conversation.objects.count(), Response.objects.count()) == before == (4, 40)
+    assert tuple(q.count() for q in study_rows) == before == (4, 40)
 
 
 @pytest.mark.django_db
@@ -94,9 +96,9 @@ def test_jsonl_import_with_condition_list_and_no_id_is_idempotent(tmp_path):
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     run("--study", "S", str(path))
     run("--study", "S", str(path))
-    assert Conversation.objects.count() == 2
-    assert Conversation.objects.get(context="ctx one").conditions == ["a", "b"]
-    assert Response.objects.count() == 4
+    assert Conversation.objects.filter(study__name="S").count() == 2
+    assert Conversation.objects.get(study__name="S", context="ctx one").conditions == ["a", "b"]
+    assert Response.objects.filter(conversation__study__name="S").count() == 4
 
 
 @pytest.mark.django_db

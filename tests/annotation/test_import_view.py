@@ -18,9 +18,14 @@ CSV = b"id,context,response,gpt4o\nc1,I cannot sleep,Reference,Model reply\n"
 
 @pytest.mark.django_db
 def test_admin_uploads_conversations_into_a_new_study(staff_client):
-    response = staff_client.post("/imports/", {
-        "new_study": "Uploaded", "kind": "conversations",
-        "file": SimpleUploadedFile("convs.csv", CSV, content_type="text/csv")})
+    response = staff_client.post(
+        "/imports/",
+        {
+            "new_study": "Uploaded",
+            "kind": "conversations",
+            "file": SimpleUploadedFile("convs.csv", CSV, content_type="text/csv"),
+        },
+    )
     assert response.status_code == 200
     assert "1 conversations and 2 responses created" in response.content.decode()
     study = Study.objects.get(name="Uploaded")
@@ -32,9 +37,14 @@ def test_admin_uploads_conversations_into_a_new_study(staff_client):
 @pytest.mark.django_db
 def test_bad_upload_shows_the_error_with_the_uploaded_name_and_writes_nothing(staff_client):
     before = Study.objects.count()
-    response = staff_client.post("/imports/", {
-        "new_study": "Broken", "kind": "conversations",
-        "file": SimpleUploadedFile("broken.csv", b"id,text\n1,hello\n")})
+    response = staff_client.post(
+        "/imports/",
+        {
+            "new_study": "Broken",
+            "kind": "conversations",
+            "file": SimpleUploadedFile("broken.csv", b"id,text\n1,hello\n"),
+        },
+    )
     page = response.content.decode()
     assert "broken.csv, row 1, column &#x27;context&#x27;: required column" in page
     assert "/tmp/" not in page

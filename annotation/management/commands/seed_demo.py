@@ -6,9 +6,10 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from annotation.importers.base import file_sha256
-from annotation.roles import CLINICIAN, RESEARCHER, role_add
 from annotation.importers.mentalbench import read_conversations
+from annotation.roles import CLINICIAN, RESEARCHER, role_add
 from annotation.services import (
+    assignments_create,
     clinician_rater_get_or_create,
     conversations_import,
     study_get_or_create,
@@ -44,6 +45,7 @@ class Command(BaseCommand):
             ("clinician2", {}),
             ("researcher", {}),
         ]
+        clinicians = []
         for username, flags in accounts:
             user, created = User.objects.get_or_create(username=username, defaults=flags)
             if created:
@@ -57,9 +59,16 @@ class Command(BaseCommand):
                 if rater.user_id is None:
                     rater.user = user
                     rater.save(update_fields=["user"])
+                clinicians.append(rater)
+        # Both demo clinicians rate every demo conversation (full overlap, for agreement);
+        # assignments_create only adds what is missing, so this stays idempotent.
+        assigned = assignments_create(
+            study=study, clinicians=clinicians, overlap=len(clinicians), overlap_fraction=1.0
+        )
         self.stdout.write(
             f"demo study {study.name!r}: {summary['conversations_created']} conversations and "
-            f"{summary['responses_created']} responses created; accounts: "
+            f"{summary['responses_created']} responses created, {len(assigned)} assignments "
+            "created; accounts: "
             f"{', '.join(name for name, _ in accounts)} (password from $DEMO_PASSWORD, default "
             "'mentalbench-demo')"
         )

@@ -1,0 +1,210 @@
+"""Admin pages for clinician work: assign, progress, reassign, reclaim, invite, audit trail.
+
+Admins only (staff or the admin group); every write goes through a service.
+"""
+
+import csv
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.tokens import default_token_generator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse, reverse_lazy
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
+from django.views.decorators.http import require_POST
+
+from .forms import AssignForm, InviteForm, RaterChoiceForm
+from .models import Assignment, Study
+from .roles import ADMIN, role_required
+from .selectors import assignments_for_admin, clinician_progress, rating_changes
+from .services import (
+    assignment_is_stale,
+    assignment_reassign,
+    assignment_reclaim,
+    assignments_create,
+    clinician_create,
+)
+
+ASSIGNMENTS_SHOWN = 500
+
+
+def _study(request: HttpRequest) -> Study | None:
+    pk = request.GET.get("study") or request.POST.get("study")
+    return Study.objects.filter(pk=pk).first() if pk and str(pk).isdigit() else None
+
+
+def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpResponse:
+    study = _study(request)
+    progress = clinician_progress(study=study)
+    # A page, not a dump: a large study's assignments are many thousands of rows.
+    assignments = list(assignments_for_admin(study=study)[:ASSIGNMENTS_SHOWN])
+    for a in assignments:
+        a.stale = assignment_is_stale(a)
+    context = {
+        "studies": Study.objects.all(),
+        "study": study,
+        "progress": progress,
+        "assignments": assignments,
+        "assignments_shown": ASSIGNMENTS_SHOWN,
+        "assign_form": extra.pop("assign_form", None)
+        or AssignForm(initial={"study": study.pk if study else None}),
+        "invite_form": extra.pop("invite_form", None) or InviteForm(),
+        # Listed once for every row's reassign/reclaim menu (a form field would query per row).
+        "clinicians": [p.rater for p in progress],
+        **extra,
+    }
+    return render(request, "annotation/admin_overview.html", context, status=status)
+
+
+@role_required(ADMIN)
+def overview(request: HttpRequest) -> HttpResponse:
+    return _overview(request)
+
+
+@require_POST
+@role_required(ADMIN)
+def assign(request: HttpRequest) -> HttpResponse:
+    form = AssignForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            created = assignments_create(
+                study=data["study"],
+                clinicians=list(data["clinicians"]),
+                overlap=data["overlap"],
+                overlap_fraction=data["overlap_percent"] / 100,
+            )
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"{len(created)} assignments created.")
+            return redirect(f"{reverse('annotation:manage')}?study={data['study'].pk}")
+    return _overview(request, assign_form=form, status=422)
+
+
+def _rater_action(request: HttpRequest, pk: int, action) -> HttpResponse:
+    assignment = get_object_or_404(Assignment, pk=pk)
+    form = RaterChoiceForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose a clinician.")
+    else:
+        try:
+            action(assignment=assignment, rater=form.cleaned_data["rater"])
+        except ValueError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Assignment given to {form.cleaned_data['rater']}.")
+    study = assignment.conversation.study_id
+    return redirect(f"{reverse('annotation:manage')}?study={study}")
+
+
+@require_POST
+@role_required(ADMIN)
+def reassign(request: HttpRequest, pk: int) -> HttpResponse:
+    return _rater_action(request, pk, assignment_reassign)
+
+
+@require_POST
+@role_required(ADMIN)
+def reclaim(request: HttpRequest, pk: int) -> HttpResponse:
+    return _rater_action(request, pk, assignment_reclaim)
+
+
+def _password_link(request: HttpRequest, user) -> str:
+    path = reverse(
+        "annotation:password_set",
+        kwargs={
+            "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
+            "token": default_token_generator.make_token(user),
+        },
+    )
+    return request.build_absolute_uri(path)
+
+
+@require_POST
+@role_required(ADMIN)
+def invite(request: HttpRequest) -> HttpResponse:
+    form = InviteForm(request.POST)
+    if form.is_valid():
+        try:
+            user, _ = clinician_create(
+                username=form.cleaned_data["username"], email=form.cleaned_data["email"]
+            )
+        except ValueError as exc:
+            form.add_error("username", str(exc))
+        else:
+            return _overview(request, link_for=user, link=_password_link(request, user))
+    return _overview(request, invite_form=form, status=422)
+
+
+@require_POST
+@role_required(ADMIN)
+def reset_link(request: HttpRequest, pk: int) -> HttpResponse:
+    # Issuing the link changes nothing yet; it works once, until the password is set.
+    user = get_object_or_404(get_user_model(), pk=pk, is_active=True)
+    return _overview(request, link_for=user, link=_password_link(request, user))
+
+
+@role_required(ADMIN)
+def audit(request: HttpRequest) -> HttpResponse:
+    study = _study(request)
+    changes = rating_changes(study=study)
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="rating-changes.csv"'
+        writer = csv.writer(response)
+        writer.writerow(
+            [
+                "changed_at",
+                "changed_by",
+                "study",
+                "conversation",
+                "rater",
+                "responder",
+                "response_id",
+                "attribute",
+                "field",
+                "old_value",
+                "new_value",
+            ]
+        )
+        for c in changes.iterator(chunk_size=2000):
+            response_ = c.rating.response
+            writer.writerow(
+                [
+                    c.changed_at.isoformat(),
+                    c.changed_by.get_username() if c.changed_by else "",
+                    response_.conversation.study.name,
+                    response_.conversation.external_id,
+                    c.rating.rater.name,
+                    response_.responder.key,
+                    response_.pk,
+                    c.attribute.name if c.attribute else "",
+                    c.field,
+                    c.old_value,
+                    c.new_value,
+                ]
+            )
+        return response
+    return render(
+        request,
+        "annotation/admin_audit.html",
+        {
+            "changes": changes[:500],
+            "total": changes.count(),
+            "study": study,
+            "studies": Study.objects.all(),
+        },
+    )
+
+
+class PasswordSetView(auth_views.PasswordResetConfirmView):
+    template_name = "registration/password_set.html"
+    success_url = reverse_lazy("annotation:password_set_done")
+
+
+def password_set_done(request: HttpRequest) -> HttpResponse:
+    return render(request, "registration/password_set_done.html")

@@ -1,0 +1,227 @@
+"""Reads for the annotation app (STYLE.md: selectors read).
+
+Everything a clinician fetches goes through `assignment_get_for_user`, which answers 404 for
+anything that is not theirs. What is handed to clinician-facing templates is built here from
+plain values, so a template cannot reach a response's responder, pk or metadata by accident.
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Q, Sum
+from django.http import Http404
+
+from .models import Assignment, AssignmentItem, Attribute, Rater, Rating, RatingChange, Score
+
+DONE = (Assignment.Status.SUBMITTED, Assignment.Status.FLAGGED)
+
+
+def assignment_get_for_user(*, user, token: str) -> Assignment:
+    """The user's own assignment with this token, or 404 (also for reclaimed work)."""
+    assignment = (
+        Assignment.objects.filter(token=token, rater__user_id=user.pk)
+        .exclude(status=Assignment.Status.RECLAIMED)
+        .select_related("conversation__study")
+        .first()
+    )
+    if assignment is None:
+        raise Http404("No such assignment")
+    return assignment
+
+
+def assignments_for_user(*, user):
+    return (
+        Assignment.objects.filter(rater__user_id=user.pk)
+        .exclude(status=Assignment.Status.RECLAIMED)
+        .select_related("conversation__study")
+        .order_by("created_at", "token")
+    )
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.done / self.total) if self.total else 0
+
+
+def progress_for_user(*, user) -> Progress:
+    counts = assignments_for_user(user=user).aggregate(
+        total=Count("id"), done=Count("id", filter=Q(status__in=DONE))
+    )
+    return Progress(done=counts["done"], total=counts["total"])
+
+
+def next_assignment_for_user(*, user) -> Assignment | None:
+    # In-progress work first (resume where one stopped), then the oldest unstarted one.
+    open_ = assignments_for_user(user=user).filter(
+        status__in=[Assignment.Status.IN_PROGRESS, Assignment.Status.PENDING]
+    )
+    # "in_progress" sorts before "pending".
+    return open_.order_by("status", "created_at", "token").first()
+
+
+@dataclass
+class Level:
+    value: int
+    anchor: str
+
+
+@dataclass
+class AttributeView:
+    id: int
+    name: str
+    description: str
+    group: str
+    levels: list[Level]
+
+
+@dataclass
+class ItemView:
+    """One response as a clinician sees it: nothing here can tell who wrote it."""
+
+    token: str
+    label: str
+    text: str
+    rationale: str
+    # [(group code, group label, [(attribute, chosen score or None)])], ready for the template.
+    groups: list[tuple[str, str, list[tuple["AttributeView", int | None]]]]
+    missing: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RatingPage:
+    assignment: Assignment
+    context: str
+    items: list[ItemView]
+    groups: list[tuple[str, str, list[AttributeView]]]  # (code, label, attributes)
+    locked: bool
+
+
+def rating_page(*, assignment: Assignment) -> RatingPage:
+    rubric_id = assignment.conversation.study.rubric_id
+    attributes = [
+        AttributeView(
+            id=a.pk,
+            name=a.name,
+            description=a.description,
+            group=a.group,
+            levels=sorted(
+                (Level(value=lv.value, anchor=lv.anchor) for lv in a.levels.all()),
+                key=lambda lv: lv.value,
+            ),
+        )
+        for a in Attribute.objects.filter(rubric_id=rubric_id).prefetch_related("levels")
+    ]
+    labels = dict(Attribute.Group.choices)
+    groups: list[tuple[str, str, list[AttributeView]]] = []
+    for attribute in attributes:
+        if not groups or groups[-1][0] != attribute.group:
+            groups.append((attribute.group, labels.get(attribute.group, ""), []))
+        groups[-1][2].append(attribute)
+
+    items = list(
+        AssignmentItem.objects.filter(assignment=assignment)
+        .order_by("position")
+        .values("token", "position", "response_id", "response__text")
+    )
+    ratings = {
+        r["response_id"]: r
+        for r in Rating.objects.filter(
+            rater_id=assignment.rater_id,
+            response_id__in=[i["response_id"] for i in items],
+            run=None,
+            repeat=0,
+        ).values("id", "response_id", "rationale")
+    }
+    scores: dict[int, dict[int, int]] = {}
+    for rating_id, attribute_id, value in Score.objects.filter(
+        rating_id__in=[r["id"] for r in ratings.values()]
+    ).values_list("rating_id", "attribute_id", "value"):
+        scores.setdefault(rating_id, {})[attribute_id] = value
+    views = []
+    for item in items:
+        rating = ratings.get(item["response_id"])
+        chosen = scores.get(rating["id"], {}) if rating else {}
+        views.append(
+            ItemView(
+                token=item["token"],
+                label=AssignmentItem(position=item["position"]).label,
+                text=item["response__text"],
+                rationale=rating["rationale"] if rating else "",
+                groups=[
+                    (code, label, [(a, chosen.get(a.id)) for a in group])
+                    for code, label, group in groups
+                ],
+            )
+        )
+    return RatingPage(
+        assignment=assignment,
+        context=assignment.conversation.context,
+        items=views,
+        groups=groups,
+        locked=assignment.status not in (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS),
+    )
+
+
+# --- Admin reads ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ClinicianProgress:
+    rater: Rater
+    counts: Counter
+    active_seconds: int
+
+    @property
+    def total(self) -> int:
+        return sum(v for k, v in self.counts.items() if k != Assignment.Status.RECLAIMED)
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts[s] for s in DONE)
+
+
+def clinician_progress(*, study=None) -> list[ClinicianProgress]:
+    rows = Assignment.objects.all()
+    if study is not None:
+        rows = rows.filter(conversation__study=study)
+    per: dict[int, Counter] = {}
+    seconds: Counter = Counter()
+    for rater_id, status, n, active in rows.values_list("rater_id", "status").annotate(
+        n=Count("id"), active=Sum("active_seconds")
+    ):
+        per.setdefault(rater_id, Counter())[status] = n
+        seconds[rater_id] += active or 0
+    raters = Rater.objects.filter(kind=Rater.Kind.CLINICIAN, user__isnull=False).select_related(
+        "user"
+    )
+    return [
+        ClinicianProgress(rater=r, counts=per.get(r.pk, Counter()), active_seconds=seconds[r.pk])
+        for r in raters
+    ]
+
+
+def assignments_for_admin(*, study=None):
+    rows = Assignment.objects.select_related("rater", "conversation__study").order_by(
+        "conversation__study__name", "conversation_id", "rater__name"
+    )
+    if study is not None:
+        rows = rows.filter(conversation__study=study)
+    return rows
+
+
+def rating_changes(*, study=None):
+    rows = RatingChange.objects.select_related(
+        "rating__rater",
+        "rating__response__responder",
+        "rating__response__conversation__study",
+        "attribute",
+        "changed_by",
+    ).order_by("changed_at", "id")
+    if study is not None:
+        rows = rows.filter(rating__response__conversation__study=study)
+    return rows

@@ -1,0 +1,310 @@
+"""Load benchmark for clinician autosave (docs/benchmarks.md, "Clinician rating: autosave load").
+
+50 simulated clinicians, each with a logged-in session, load their rating page and then save one
+score per second against gunicorn + PostgreSQL on 127.0.0.1. Afterwards the database is checked:
+every acknowledged save must be stored exactly once (final values match the last acknowledged
+save of each field; the audit trail holds one change per acknowledged change; one rating per
+clinician and response).
+
+    .venv/bin/python benchmarks/load_autosave.py [--clinicians 50] [--seconds 60] [--workers 3]
+
+It creates (and drops first) the database `mentalbench_bench` on $BENCH_PG
+(default postgres://postgres@127.0.0.1:5432). Not a test: figures depend on the machine.
+"""
+
+import argparse
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+DB_NAME = "mentalbench_bench"
+ITEM = re.compile(r'"item": "([^"]+)", "attribute": "(\d+)"')
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def cpu_seconds(master: int) -> float:
+    """User + system CPU of gunicorn's workers so far: a figure that other load on a shared
+    machine does not inflate, unlike latency."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    total = 0
+    for pid in children:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def create_database(server: str) -> str:
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {DB_NAME}")
+    return f"{server}/{DB_NAME}"
+
+
+def seed(clinicians: int) -> list[tuple[str, str]]:
+    """Migrate, create a study and `clinicians` clinicians with an assignment each; return
+    (session key, assignment token) per clinician."""
+    import django
+
+    django.setup()
+    import logging
+
+    from django.contrib.auth import (
+        BACKEND_SESSION_KEY,
+        HASH_SESSION_KEY,
+        SESSION_KEY,
+        get_user_model,
+    )
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.core.management import call_command
+
+    from annotation.models import Conversation, Rater, Responder, Response
+    from annotation.roles import CLINICIAN, role_add
+    from annotation.services import assignments_create, study_get_or_create
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one log line per request otherwise
+    call_command("migrate", verbosity=0)
+    study, _ = study_get_or_create(name="Load benchmark")
+    responders = [
+        Responder.objects.create(key=f"bench{i}", name=f"Bench {i}", family=f"f{i}")
+        for i in range(10)
+    ]
+    for c in range(clinicians):
+        conversation = Conversation.objects.create(
+            study=study, external_id=str(c), context="I can't sleep before exams. " * 8
+        )
+        Response.objects.bulk_create(
+            Response(conversation=conversation, responder=r, text="A caring reply. " * 40)
+            for r in responders
+        )
+    raters = []
+    for n in range(clinicians):
+        user = get_user_model().objects.create(username=f"bench{n}")
+        role_add(user=user, role=CLINICIAN)
+        raters.append(Rater.objects.create(kind="clinician", name=f"bench{n}", user=user))
+    assignments = assignments_create(study=study, clinicians=raters)
+    sessions = []
+    for assignment in sorted(assignments, key=lambda a: a.rater_id):
+        user = assignment.rater.user
+        # A logged-in session as django.contrib.auth.login would store it (no password hashing,
+        # which would only slow the set-up down).
+        store = SessionStore()
+        store[SESSION_KEY] = str(user.pk)
+        store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+        store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+        store.create()
+        sessions.append((store.session_key, assignment.token))
+    return sessions
+
+
+class Clinician(threading.Thread):
+    def __init__(self, base: str, session: str, token: str, stop: threading.Event, rng):
+        super().__init__(daemon=True)
+        self.base, self.token, self.stop, self.rng = base, token, stop, rng
+        self.client = httpx.Client(base_url=base, cookies={"sessionid": session}, timeout=30)
+        self.save_ms: list[float] = []
+        self.page_ms: list[float] = []
+        self.acked: list[tuple[str, int, int]] = []  # (item token, attribute id, score), in order
+        self.failures: list[str] = []
+
+    def load_page(self) -> list[tuple[str, int]]:
+        started = time.perf_counter()
+        response = self.client.get(f"/rate/{self.token}/")
+        self.page_ms.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+        return [(item, int(attribute)) for item, attribute in ITEM.findall(response.text)]
+
+    def run(self) -> None:
+        # Clinicians do not all open their page in the same instant: spread over 5 seconds.
+        time.sleep(self.rng.random() * 5)
+        fields = self.load_page()
+        csrf = self.client.cookies.get("csrftoken")
+        headers = {"X-CSRFToken": csrf, "HX-Request": "true"}
+        next_save = time.monotonic() + self.rng.random()  # spread the clinicians over a second
+        next_page = time.monotonic() + 15
+        while not self.stop.is_set():
+            time.sleep(max(0.0, next_save - time.monotonic()))
+            next_save += 1.0
+            if time.monotonic() >= next_page:
+                next_page += 15
+                self.load_page()
+            item, attribute = self.rng.choice(fields)
+            score = self.rng.randint(1, 5)
+            data = {
+                "item": item,
+                "attribute": attribute,
+                "score": score,
+                "edited_ms": int(time.time() * 1000),
+            }
+            started = time.perf_counter()
+            try:
+                response = self.client.post(f"/rate/{self.token}/save", data=data, headers=headers)
+            except httpx.HTTPError as exc:
+                self.failures.append(repr(exc))
+                continue
+            self.save_ms.append((time.perf_counter() - started) * 1000)
+            if response.status_code == 200 and "All changes saved" in response.text:
+                self.acked.append((item, attribute, score))
+            else:
+                self.failures.append(f"{response.status_code} {response.text[:80]}")
+
+
+def verify(database_url: str, clinicians: list[Clinician]) -> dict:
+    """Count in the database: every acknowledged save stored exactly once."""
+    expected_final: dict[tuple[str, int], int] = {}
+    expected_changes = 0
+    for c in clinicians:
+        last: dict[tuple[str, int], int] = {}
+        for item, attribute, score in c.acked:
+            if last.get((item, attribute)) != score:
+                expected_changes += 1
+            last[(item, attribute)] = score
+        expected_final.update(last)
+    with psycopg.connect(database_url) as conn:
+        stored = dict(
+            ((item, attribute), value)
+            for item, attribute, value in conn.execute(
+                """SELECT i.token, s.attribute_id, s.value
+               FROM annotation_score s
+               JOIN annotation_rating r ON r.id = s.rating_id
+               JOIN annotation_assignmentitem i
+                 ON i.response_id = r.response_id AND i.assignment_id = r.assignment_id"""
+            )
+        )
+        changes = conn.execute(
+            "SELECT count(*) FROM annotation_ratingchange WHERE field = 'score'"
+        ).fetchone()[0]
+        duplicates = conn.execute(
+            """SELECT count(*) FROM (SELECT rater_id, response_id FROM annotation_rating
+               GROUP BY rater_id, response_id HAVING count(*) > 1) d"""
+        ).fetchone()[0]
+    lost = sum(1 for key, value in expected_final.items() if stored.get(key) != value)
+    unexpected = sum(1 for key in stored if key not in expected_final)
+    return {
+        "acknowledged_saves": sum(len(c.acked) for c in clinicians),
+        "fields": len(expected_final),
+        "lost_or_wrong_final_values": lost,
+        "values_never_acknowledged": unexpected,
+        "audit_changes_expected": expected_changes,
+        "audit_changes_stored": changes,
+        "duplicate_ratings": duplicates,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clinicians", type=int, default=50)
+    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+
+    server = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+    database_url = create_database(server)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DEBUG": "0",
+        "DJANGO_SETTINGS_MODULE": "mentalbench.settings",
+    }
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    sessions = seed(args.clinicians)
+
+    gunicorn = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "mentalbench.wsgi",
+            "-b",
+            f"127.0.0.1:{args.port}",
+            "-w",
+            str(args.workers),
+            "-k",
+            "gthread",
+            "--threads",
+            str(args.threads),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{args.port}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"{base}/healthz", timeout=1).raise_for_status()
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        stop = threading.Event()
+        rng = random.Random(1)
+        clinicians = [
+            Clinician(base, session, token, stop, random.Random(rng.random()))
+            for session, token in sessions
+        ]
+        cpu_before = cpu_seconds(gunicorn.pid)
+        for c in clinicians:
+            c.start()
+        time.sleep(args.seconds)
+        stop.set()
+        for c in clinicians:
+            c.join()
+        cpu_used = cpu_seconds(gunicorn.pid) - cpu_before
+    finally:
+        gunicorn.send_signal(signal.SIGTERM)
+        gunicorn.wait(timeout=30)
+
+    saves = [ms for c in clinicians for ms in c.save_ms]
+    pages = [ms for c in clinicians for ms in c.page_ms]
+    failures = [f for c in clinicians for f in c.failures]
+    print(
+        f"{args.clinicians} clinicians, {args.seconds} s, gunicorn {args.workers} workers x "
+        f"{args.threads} threads, {os.cpu_count()} CPUs"
+    )
+    for name, values in (("autosave", saves), ("page load", pages)):
+        print(
+            f"{name:10s} n={len(values):5d}  p50={percentile(values, 50):6.1f} ms  "
+            f"p95={percentile(values, 95):6.1f} ms  p99={percentile(values, 99):6.1f} ms  "
+            f"mean={statistics.mean(values):6.1f} ms"
+        )
+    print(f"failed requests: {len(failures)} {failures[:3]}")
+    print(
+        f"server CPU: {cpu_used:.1f} s for {len(saves) + len(pages)} requests = "
+        f"{1000 * cpu_used / (len(saves) + len(pages)):.1f} ms per request; "
+        f"load average after: {os.getloadavg()[0]:.1f}"
+    )
+    counts = verify(database_url, clinicians)
+    for key, value in counts.items():
+        print(f"{key}: {value}")
+    ok = (
+        counts["lost_or_wrong_final_values"] == 0
+        and counts["values_never_acknowledged"] == 0
+        and counts["duplicate_ratings"] == 0
+        and counts["audit_changes_expected"] == counts["audit_changes_stored"]
+        and not failures
+    )
+    print("database check:", "OK, every acknowledged save stored exactly once" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""A clinician rates a whole conversation with the keyboard alone in real chromium."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation.models import Assignment, Rater, Rating, Score
+from annotation.roles import CLINICIAN, role_add
+from annotation.services import assignments_create
+
+from ..conftest import SCREENSHOTS
+from .conftest import RESPONDERS, make_study
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ATTRIBUTES = 7
+
+
+def _score(card: int, attribute: int) -> int:
+    return (card + attribute) % 5 + 1
+
+
+def _tab_to(page, selector: str, limit: int = 200) -> None:
+    """Press Tab until the focused element matches (keyboard only, no clicks)."""
+    for _ in range(limit):
+        if page.evaluate(f"document.activeElement.matches({selector!r})"):
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"Tab never reached {selector}")
+
+
+def _rate_card(page, card: int) -> None:
+    _tab_to(page, f"#response-{card} input[type=radio]")
+    for attribute in range(ATTRIBUTES):
+        page.keyboard.press(str(_score(card, attribute)))
+        page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.tagName") == "TEXTAREA"
+    page.keyboard.type(f"Rationale for card {card}.")
+    page.keyboard.press("Tab")
+
+
+def _wait_saved(page) -> None:
+    page.wait_for_function(
+        "document.querySelector('#save-state').textContent.includes('All changes saved')",
+        timeout=5000,
+    )
+
+
+def _checked(page, card: int) -> list[int]:
+    return [
+        int(v)
+        for v in page.locator(f"#response-{card} input:checked").evaluate_all(
+            "els => els.map(e => e.value)"
+        )
+    ]
+
+
+def test_clinician_rates_a_conversation_with_the_keyboard(django_db_setup, page, live_server):
+    # django_db_setup first: the test database must exist before Playwright starts its loop.
+    study = make_study(name="Browser study", conversations=2, responders=RESPONDERS[:3])
+    user = get_user_model().objects.create_user(username="kim", password="kim-password-1")
+    role_add(user=user, role=CLINICIAN)
+    rater = Rater.objects.create(kind="clinician", name="kim", user=user)
+    first, second = assignments_create(study=study, clinicians=[rater])
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    page.goto("/accounts/login/")
+    page.keyboard.press("Tab")
+    _tab_to(page, "#id_username")
+    page.keyboard.type("kim")
+    page.keyboard.press("Tab")
+    page.keyboard.type("kim-password-1")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/rate/")
+    assert "0 / 2 conversations done" in page.inner_text("#progress-text")
+    _tab_to(page, "#continue")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**/rate/{first.token}/")
+
+    _rate_card(page, 0)
+    _wait_saved(page)
+    # Anchors show on keyboard focus.
+    _tab_to(page, "#response-1 input[type=radio]")
+    assert page.locator("#response-1 .level:focus-within .anchor").first.is_visible()
+    page.screenshot(path=str(SCREENSHOTS / "rating-page.png"), full_page=True)
+
+    # Leave mid-way and come back: everything typed is there.
+    page.reload()
+    assert _checked(page, 0) == [_score(0, a) for a in range(ATTRIBUTES)]
+    assert page.input_value("#rationale-0") == "Rationale for card 0."
+    assert _checked(page, 1) == []
+
+    # Submitting too early names what is missing.
+    _tab_to(page, "#submit-conversation")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#missing")
+    assert "Response B" in page.inner_text("#missing")
+    page.screenshot(path=str(SCREENSHOTS / "rating-missing.png"), full_page=True)
+
+    for card in (1, 2):
+        _rate_card(page, card)
+    _wait_saved(page)
+    _tab_to(page, "#submit-conversation")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**/rate/{second.token}/")
+    assert "1 / 2 conversations done" in page.inner_text("#progress-text")
+    page.screenshot(path=str(SCREENSHOTS / "rating-next.png"))
+
+    first.refresh_from_db()
+    assert first.status == Assignment.Status.SUBMITTED
+    ratings = Rating.objects.filter(assignment=first)
+    assert ratings.count() == 3 and set(ratings.values_list("status", flat=True)) == {"complete"}
+    assert Score.objects.filter(rating__in=ratings).count() == 3 * ATTRIBUTES
+    assert sorted(ratings.values_list("rationale", flat=True)) == [
+        f"Rationale for card {n}." for n in range(3)
+    ]
