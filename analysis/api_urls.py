@@ -1,3 +1,22 @@
-from django.urls import path  # noqa: F401
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.permissions import AllowAny
+from rest_framework.routers import DefaultRouter
 
-urlpatterns: list = []
+from . import api
+
+router = DefaultRouter()
+router.register("studies", api.StudyViewSet, basename="study")
+router.register("ratings", api.RatingViewSet, basename="rating")
+
+urlpatterns = [
+    # The schema describes the API's shape only (no data), so tools may fetch it without a token.
+    # No Swagger/Redoc page: their assets would come from a CDN unless
+    # drf-spectacular-sidecar is installed.
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
+        name="schema",
+    ),
+    path("", include(router.urls)),
+]

@@ -1,5 +1,12 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "analysis"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.study_list, name="study_list"),
+    path("studies/<int:study_id>/", views.dashboard, name="dashboard"),
+    path("studies/<int:study_id>/tables/<slug:name>.csv", views.table_csv, name="table_csv"),
+    path("studies/<int:study_id>/ratings.csv", views.ratings_csv, name="ratings_csv"),
+]

@@ -1,0 +1,237 @@
+"""Read-only REST API for researchers: studies, ratings with scores, reliability reports, export.
+
+Token or session authentication (settings.REST_FRAMEWORK); researchers and admins only —
+clinicians get 403, anonymous requests 401. Reports use the same cached builder as the
+dashboards (analysis.selectors.study_report).
+"""
+
+from __future__ import annotations
+
+import math
+
+from django.db.models import Count, Prefetch
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import permissions, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response as ApiResponse
+
+from analysis.export import ExportCount, long_csv, wide_csv
+from analysis.models import ExportLog
+from analysis.selectors import Filters, ReportParams, StudyReport, study_report
+from analysis.services import export_log_create, export_logged
+from annotation.models import Rating, Score, Study
+from annotation.roles import can_read_analysis
+
+
+class IsResearcher(permissions.BasePermission):
+    message = "Reliability data are for researchers and admins."
+
+    def has_permission(self, request, view) -> bool:
+        return can_read_analysis(request.user)
+
+
+class StudySerializer(serializers.ModelSerializer):
+    attributes = serializers.SerializerMethodField()
+    n_conversations = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Study
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "description",
+            "attributes",
+            "n_conversations",
+            "created_at",
+        ]
+
+    def get_attributes(self, study: Study) -> list[str]:
+        return [a.name for a in study.rubric.attributes.all()]
+
+
+class RatingSerializer(serializers.ModelSerializer):
+    study = serializers.IntegerField(source="response.conversation.study_id")
+    conversation = serializers.CharField(source="response.conversation.external_id")
+    responder = serializers.CharField(source="response.responder.key")
+    rater = serializers.CharField(source="rater.name")
+    rater_kind = serializers.CharField(source="rater.kind")
+    scores = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Rating
+        fields = [
+            "id", "study", "conversation", "response", "responder", "rater", "rater_kind",
+            "run", "repeat", "status", "source", "rationale", "scores", "created_at",
+            "updated_at",
+        ]  # fmt: skip
+
+    def get_scores(self, rating: Rating) -> dict[str, int]:
+        return {s.attribute.name: s.value for s in rating.scores.all()}
+
+
+REPORT_PARAMETERS = [
+    OpenApiParameter("bootstrap", int, description="bootstrap resamples (default 1000)"),
+    OpenApiParameter("seed", int, description="random seed (default 0)"),
+    OpenApiParameter("as_published", bool, description="count the release's 0/6 cells"),
+    OpenApiParameter("condition", str, description="only conversations with this label"),
+    OpenApiParameter("source", str, description="only conversations from this dataset"),
+    OpenApiParameter("clinician", str, description="this clinician as human reference"),
+    OpenApiParameter("judge", str, many=True, description="only these judges"),
+]
+TABLES = (
+    "reliability",
+    "human_means",
+    "ranking",
+    "interrater",
+    "calibration",
+    "rouge",
+    "rouge_correlation",
+)
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: f"{raw!r} is not an integer"}) from None
+    if not low <= value <= high:
+        raise ValidationError({name: f"must be between {low} and {high}"})
+    return value
+
+
+def _report(request: Request, study: Study) -> StudyReport:
+    q = request.query_params
+    filters = Filters(
+        condition=q.get("condition") or None,
+        source=q.get("source") or None,
+        clinician=q.get("clinician") or None,
+        judges=tuple(q.getlist("judge")) or None,
+    )
+    params = ReportParams(
+        n_boot=_int(request, "bootstrap", 1000, 1, 20_000),
+        seed=_int(request, "seed", 0, 0, 2**31 - 1),
+        as_published=q.get("as_published", "").lower() in {"1", "true", "yes", "on"},
+    )
+    return study_report(study=study, filters=filters, params=params)
+
+
+def _json_rows(df) -> list[dict]:
+    return [
+        {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+        for r in df.to_dict("records")
+    ]
+
+
+class StudyViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = StudySerializer
+    permission_classes = [IsResearcher]
+
+    def get_queryset(self):
+        return (
+            Study.objects.annotate(n_conversations=Count("conversations"))
+            .select_related("rubric")
+            .prefetch_related("rubric__attributes")
+            .order_by("name")
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("table", str, OpenApiParameter.PATH, enum=list(TABLES)),
+            *REPORT_PARAMETERS,
+        ],
+        responses=inline_serializer(
+            "Report",
+            fields={
+                "study": serializers.IntegerField(),
+                "table": serializers.CharField(),
+                "ratings_version": serializers.CharField(),
+                "notes": serializers.ListField(child=serializers.CharField()),
+                "rows": serializers.ListField(child=serializers.DictField()),
+            },
+        ),
+    )
+    @action(detail=True, methods=["get"], url_path=r"reports/(?P<table>[a-z_]+)")
+    def reports(self, request: Request, pk=None, table: str = "reliability") -> ApiResponse:
+        """A report table (reliability: one row per judge × attribute) for the study or a
+        subset; recomputed only when the study's ratings changed."""
+        if table not in TABLES:
+            raise NotFound(f"unknown table {table!r}; choose one of {', '.join(TABLES)}")
+        study = self.get_object()
+        report = _report(request, study)
+        df = report.table(table)
+        return ApiResponse(
+            {
+                "study": study.pk,
+                "table": table,
+                "ratings_version": report.version,
+                "notes": report.notes,
+                "rows": [] if df is None else _json_rows(df),
+            }
+        )
+
+    @extend_schema(
+        parameters=[OpenApiParameter("layout", str, enum=["long", "wide"])],
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+    )
+    @action(detail=True, methods=["get"], url_path="export")
+    def export(self, request: Request, pk=None) -> StreamingHttpResponse:
+        """Every score of the study as CSV (streamed); recorded in the export audit log."""
+        study = self.get_object()
+        wide = request.query_params.get("layout") == "wide"
+        what = "ratings-wide" if wide else "ratings-long"
+        count = ExportCount()
+        log = export_log_create(
+            user=request.user, study=study, channel=ExportLog.Channel.API, what=what
+        )
+        chunks = (wide_csv if wide else long_csv)(study=study, count=count)
+        response = StreamingHttpResponse(
+            export_logged(chunks=chunks, count=count, log=log), content_type="text/csv"
+        )
+        response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-{what}.csv"'
+        return response
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("study", int, description="study id"),
+        OpenApiParameter("rater", str, description="rater name"),
+        OpenApiParameter("status", str, enum=[s.value for s in Rating.Status]),
+    ]
+)
+class RatingViewSet(viewsets.ReadOnlyModelViewSet):
+    """Ratings with their scores, oldest first; filter by study, rater and status (drafts only
+    with ?status=draft)."""
+
+    serializer_class = RatingSerializer
+    permission_classes = [IsResearcher]
+
+    def get_queryset(self):
+        q = self.request.query_params
+        ratings = (
+            Rating.objects.select_related("response__conversation", "response__responder", "rater")
+            .prefetch_related(
+                Prefetch("scores", queryset=Score.objects.select_related("attribute"))
+            )
+            .order_by("id")
+        )
+        if q.get("study"):
+            try:
+                ratings = ratings.filter(response__conversation__study_id=int(q["study"]))
+            except ValueError:
+                raise ValidationError({"study": "expected a study id"}) from None
+        if q.get("rater"):
+            ratings = ratings.filter(rater__name=q["rater"])
+        if q.get("status"):
+            ratings = ratings.filter(status=q["status"])
+        else:
+            # A draft is a clinician's unfinished work: only on explicit request (?status=draft).
+            ratings = ratings.exclude(status=Rating.Status.DRAFT)
+        return ratings

@@ -1,0 +1,210 @@
+"""Vega-Lite specifications for the dashboard, built from report tables (pure, no Django).
+
+Each function takes a DataFrame from analysis.reports and returns a JSON-ready dict; the page
+renders them with vega-embed served from static/vendor. Data are inlined (a few hundred rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from analysis import stats
+
+SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"  # an identifier, never fetched
+#: Paper Figure 2: cognitive → affective → safety/relevance, to expose the domain split.
+FIGURE2_ORDER = (
+    "Guidance",
+    "Informativeness",
+    "Empathy",
+    "Helpfulness",
+    "Understanding",
+    "Relevance",
+    "Safety",
+)
+
+
+def figure2_order(attributes: Sequence[str]) -> list[str]:
+    known = [a for a in FIGURE2_ORDER if a in attributes]
+    return known + [a for a in attributes if a not in known]
+
+
+def _records(df: pd.DataFrame, columns: Sequence[str]) -> list[dict]:
+    out = []
+    for row in df[list(columns)].to_dict("records"):
+        out.append(
+            {
+                k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in row.items()
+            }
+        )
+    return out
+
+
+def _base(title: str, values: list[dict]) -> dict:
+    return {"$schema": SCHEMA, "title": title, "data": {"values": values}, "width": "container"}
+
+
+def heatmap(
+    reliability: pd.DataFrame, attributes: Sequence[str], *, field: str, title: str
+) -> dict:
+    """Judge × attribute heatmap of ICC(C,1) or CI width (paper Figure 2, left/right)."""
+    order = figure2_order(attributes)
+    width = field == "ci_width"
+    color: dict = {
+        "field": field,
+        "type": "quantitative",
+        "title": "CI width" if width else "ICC(C,1)",
+        "scale": {"domain": [0, 1], "scheme": "orangered" if width else "blues"},
+    }
+    label = {"field": field, "type": "quantitative", "format": ".2f"}
+    return _base(title, _records(reliability, ["judge", "attribute", field, "status"])) | {
+        "height": {"step": 36},
+        "encoding": {
+            "x": {"field": "attribute", "type": "nominal", "sort": order, "title": None},
+            "y": {"field": "judge", "type": "nominal", "title": None},
+        },
+        "layer": [
+            {
+                "mark": "rect",
+                "encoding": {
+                    "color": color,
+                    "tooltip": [
+                        {"field": "judge"},
+                        {"field": "attribute"},
+                        label,
+                        {"field": "status"},
+                    ],
+                },
+            },
+            {
+                "mark": {"type": "text", "fontSize": 12},
+                "encoding": {
+                    "text": label,
+                    "color": {
+                        "condition": {"test": f"datum.{field} > 0.6", "value": "white"},
+                        "value": "black",
+                    },
+                },
+            },
+        ],
+    }
+
+
+def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
+    """ICC(C,1) point and 95 % bootstrap CI per judge × attribute, GR/MR/PR as colour."""
+    order = figure2_order(attributes)
+    values = _records(
+        reliability, ["judge", "attribute", "icc_c1", "ci_low", "ci_high", "ci_width", "status"]
+    )
+    y = {"field": "attribute", "type": "nominal", "sort": order, "title": None}
+    spec = _base("ICC(C,1) with 95% bootstrap CI", values)
+    del spec["width"]  # a faceted chart sizes each panel instead
+    return spec | {
+        "facet": {"column": {"field": "judge", "type": "nominal", "title": None}},
+        "spec": {
+            "width": 260,
+            "height": {"step": 26},
+            "layer": [
+                {
+                    "mark": {"type": "rule", "strokeWidth": 2},
+                    "encoding": {
+                        "y": y,
+                        "x": {
+                            "field": "ci_low",
+                            "type": "quantitative",
+                            "scale": {"domain": [-0.2, 1]},
+                            "title": "ICC(C,1)",
+                        },
+                        "x2": {"field": "ci_high"},
+                        "color": {
+                            "field": "status",
+                            "type": "nominal",
+                            "scale": {
+                                "domain": ["GR", "MR", "PR"],
+                                "range": ["#2e7d4f", "#a15c00", "#b3261e"],
+                            },
+                        },  # fmt: skip
+                    },
+                },
+                {
+                    "mark": {"type": "point", "filled": True, "size": 60, "color": "#1d2430"},
+                    "encoding": {
+                        "y": y,
+                        "x": {"field": "icc_c1", "type": "quantitative"},
+                        "tooltip": [
+                            {"field": "attribute"},
+                            {"field": "icc_c1", "format": ".3f", "title": "ICC(C,1)"},
+                            {"field": "ci_low", "format": ".3f"},
+                            {"field": "ci_high", "format": ".3f"},
+                            {"field": "status"},
+                        ],
+                    },
+                },
+            ],
+        },
+    }
+
+
+def bias_bars(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
+    """Signed bias (judge − human, on responder means) per attribute, a bar per judge."""
+    values = _records(reliability, ["judge", "attribute", "bias", "human_mean", "judge_mean"])
+    return _base("Bias: judge mean − human mean (1–5 scale)", values) | {
+        "mark": "bar",
+        "height": 220,
+        "encoding": {
+            "x": {"field": "attribute", "type": "nominal", "sort": list(attributes), "title": None},
+            "xOffset": {"field": "judge"},
+            "y": {"field": "bias", "type": "quantitative", "title": "bias"},
+            "color": {"field": "judge", "type": "nominal"},
+            "tooltip": [
+                {"field": "judge"},
+                {"field": "attribute"},
+                {"field": "bias", "format": ".3f"},
+                {"field": "human_mean", "format": ".3f"},
+                {"field": "judge_mean", "format": ".3f"},
+            ],
+        },
+    }
+
+
+def human_vs_judges(ranking: pd.DataFrame) -> dict:
+    """Paper Figure 4: per responder, the mean over attributes from the human reference and
+    from each judge, responders sorted by the human mean."""
+    human = ranking[ranking["rater"] == "human"].sort_values("Avg", ascending=False)
+    values = _records(ranking, ["rater", "responder", "Avg"])
+    return _base("Human reference vs each judge, per responder (mean of 7 attributes)", values) | {
+        "mark": "bar",
+        "height": 240,
+        "encoding": {
+            "x": {
+                "field": "responder",
+                "type": "nominal",
+                "sort": human["responder"].tolist(),
+                "title": None,
+            },
+            "xOffset": {"field": "rater"},
+            "y": {
+                "field": "Avg",
+                "type": "quantitative",
+                "scale": {"domain": [1, 5]},
+                "title": "mean score",
+            },
+            "y2": {"datum": 1},  # bars rise from the bottom of the 1–5 scale, not from 0
+            "color": {"field": "rater", "type": "nominal", "title": "rater"},
+            "tooltip": [
+                {"field": "rater"},
+                {"field": "responder"},
+                {"field": "Avg", "format": ".2f"},
+            ],
+        },
+    }
+
+
+def status_thresholds() -> str:
+    return (
+        f"GR: width ≤ {stats.STATUS_GOOD_MAX_WIDTH}, MR: ≤ {stats.STATUS_MODERATE_MAX_WIDTH}, "
+        "PR: wider"
+    )

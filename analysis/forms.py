@@ -1,0 +1,46 @@
+from django import forms
+
+from analysis.selectors import Filters, ReportParams
+
+BOOTSTRAP_CHOICES = [(200, "200 (quick look)"), (1000, "1,000 (paper)"), (5000, "5,000")]
+
+
+class ReportFilterForm(forms.Form):
+    """The dashboard's subset and parameters, read from the query string."""
+
+    condition = forms.ChoiceField(required=False)
+    source = forms.ChoiceField(required=False)
+    clinician = forms.ChoiceField(required=False, help_text="human reference from one clinician")
+    judge = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    as_published = forms.BooleanField(
+        required=False, label="as published (count the release's 0/6 cells as scores)"
+    )
+    bootstrap = forms.TypedChoiceField(
+        choices=BOOTSTRAP_CHOICES, coerce=int, required=False, empty_value=1000, initial=1000
+    )
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1, initial=0)
+
+    def __init__(self, *args, choices: dict[str, list[str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        every = [("", "all")]
+        self.fields["condition"].choices = every + [(c, c) for c in choices["conditions"]]
+        self.fields["source"].choices = every + [(s, s) for s in choices["sources"]]
+        self.fields["clinician"].choices = every + [(c, c) for c in choices["clinicians"]]
+        self.fields["judge"].choices = [(j, j) for j in choices["judges"]]
+
+    def filters(self) -> Filters:
+        data = self.cleaned_data if self.is_valid() else {}
+        return Filters(
+            condition=data.get("condition") or None,
+            source=data.get("source") or None,
+            clinician=data.get("clinician") or None,
+            judges=tuple(data["judge"]) if data.get("judge") else None,
+        )
+
+    def params(self) -> ReportParams:
+        data = self.cleaned_data if self.is_valid() else {}
+        return ReportParams(
+            n_boot=data.get("bootstrap") or 1000,
+            seed=data.get("seed") or 0,
+            as_published=bool(data.get("as_published")),
+        )

@@ -1,0 +1,63 @@
+import os
+import tempfile
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from analysis.export import ExportCount, long_csv, wide_csv
+from analysis.management.commands.reliability_report import study_get_or_error
+from analysis.models import ExportLog
+from analysis.services import export_log_create, export_log_finish
+
+
+class Command(BaseCommand):
+    help = (
+        "Write every score of a study as CSV: long (one row per score: study, conversation, "
+        "response, responder, rater, run, repeat, attribute, score, rationale, presentation "
+        "position, timestamps) or --wide (one row per conversation × rating, one column per "
+        "responder × attribute, the MentalBench-100k layout). Streams in constant memory."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--study", required=True)
+        parser.add_argument(
+            "--out", required=True, type=Path, help="CSV file to write ('-' = stdout)"
+        )
+        parser.add_argument(
+            "--wide", action="store_true", help="one column per responder × attribute"
+        )
+
+    def handle(self, *args, **options) -> None:
+        study = study_get_or_error(options["study"])
+        out: Path = options["out"]
+        what = "ratings-wide" if options["wide"] else "ratings-long"
+        count = ExportCount()
+        generator = (wide_csv if options["wide"] else long_csv)(study=study, count=count)
+        if str(out) == "-":
+            for chunk in generator:
+                self.stdout.write(chunk, ending="")
+        else:
+            directory = out.resolve().parent
+            if not directory.is_dir():
+                raise CommandError(f"--out {out}: directory {directory} does not exist")
+            # Write beside the target and rename at the end: a failed export leaves no partial file.
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{out.name}.", suffix=".part")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                    for chunk in generator:
+                        handle.write(chunk)
+                os.replace(tmp, out)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        # Logged once the file is complete: a failed run exported nothing.
+        log = export_log_create(
+            user=None,
+            study=study,
+            channel=ExportLog.Channel.COMMAND,
+            what=what,
+            params={"out": str(out)},
+        )
+        export_log_finish(log=log, rows=count.rows)
+        if str(out) != "-":
+            self.stdout.write(f"wrote {count.rows} rows to {out}")

@@ -1,0 +1,103 @@
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from analysis import reports
+from analysis.selectors import (
+    Filters,
+    attribute_names,
+    data_notes,
+    exclusions_for,
+    scores_frame,
+)
+from annotation.models import Study
+
+#: The columns DESIGN.md promises first, in this order; the rest of reports.RELIABILITY_COLUMNS
+#: follow in the CSV.
+CONTRACT_COLUMNS = (
+    "judge",
+    "attribute",
+    "n_models",
+    "icc_c1",
+    "ci_low",
+    "ci_high",
+    "icc_a1",
+    "ci_width",
+    "status",
+    "human_mean",
+    "judge_mean",
+    "bias",
+    "mse",
+)
+TABLE_COLUMNS = (*CONTRACT_COLUMNS, "n_pairs", "verdict")
+
+
+def study_get_or_error(name: str) -> Study:
+    study = Study.objects.filter(name=name).select_related("rubric").first()
+    if study is None:
+        known = ", ".join(Study.objects.values_list("name", flat=True)[:10]) or "none"
+        raise CommandError(f"no study named {name!r} (studies: {known})")
+    return study
+
+
+class Command(BaseCommand):
+    help = (
+        "Reliability of each LLM judge against the clinicians: one row per judge × attribute "
+        "with ICC(C,1) and its bootstrap CI, ICC(A,1), status (GR/MR/PR), bias and MSE "
+        "(MentalAlign-70k paper §5, Tables 3–4). Notes about the data go to stderr in CSV mode."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--study", required=True)
+        parser.add_argument("--format", choices=("csv", "table"), default="table")
+        parser.add_argument("--bootstrap", type=int, default=1000, metavar="N")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--two-stage",
+            action="store_true",
+            help="bootstrap responders, then conversations within them",
+        )
+        parser.add_argument(
+            "--as-published",
+            action="store_true",
+            help="also read the numbers in invalid imported clinician cells (0s, 6s), as the "
+            "paper did",
+        )
+        parser.add_argument("--condition", help="only conversations with this condition label")
+        parser.add_argument("--source", help="only conversations from this source dataset")
+        parser.add_argument("--clinician", help="only this clinician as the human reference")
+        parser.add_argument("--judge", action="append", help="only this judge (repeatable)")
+
+    def handle(self, *args, **options) -> None:
+        if options["bootstrap"] < 1:
+            raise CommandError(f"--bootstrap must be ≥ 1, got {options['bootstrap']}")
+        study = study_get_or_error(options["study"])
+        filters = Filters(
+            condition=options["condition"],
+            source=options["source"],
+            clinician=options["clinician"],
+            judges=tuple(options["judge"]) if options["judge"] else None,
+        )
+        df = scores_frame(study=study, filters=filters, as_published=options["as_published"])
+        table = reports.reliability_table(
+            df,
+            attributes=attribute_names(study=study),
+            exclusions=exclusions_for(study=study),
+            n_boot=options["bootstrap"],
+            seed=options["seed"],
+            two_stage=options["two_stage"],
+        )
+        if table.empty:
+            raise CommandError(
+                f"study {study.name!r} has no judge scores paired with clinician scores"
+                + (" in this subset" if filters != Filters() else "")
+            )
+        notes = data_notes(study=study, as_published=options["as_published"])
+        if options["format"] == "csv":
+            columns = [*CONTRACT_COLUMNS, *(c for c in table.columns if c not in CONTRACT_COLUMNS)]
+            self.stdout.write(table[columns].to_csv(index=False), ending="")
+            for note in notes:
+                self.stderr.write(f"note: {note}")
+        else:
+            shown = table[list(TABLE_COLUMNS)].round(3)
+            self.stdout.write(shown.to_string(index=False))
+            for note in notes:
+                self.stdout.write(f"note: {note}")

@@ -1,0 +1,63 @@
+"""A researcher opens the MentalAlign-70k dashboard in chromium; charts draw from static/."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation.roles import RESEARCHER, role_add
+from tests.analysis.conftest import mentalalign_get_or_import
+from tests.conftest import MENTALALIGN_STUDY, SCREENSHOTS, require_shared
+
+pytestmark = [pytest.mark.browser, pytest.mark.shared_data, pytest.mark.django_db(transaction=True)]
+
+CHARTS = ("icc_heatmap", "width_heatmap", "forest", "bias", "figure4")
+
+
+def _drawn(chart: str) -> str:
+    return f"#chart-{chart}[data-drawn='1'] canvas, #chart-{chart}[data-drawn='1'] svg"
+
+
+def test_researcher_opens_the_mentalalign_dashboard_and_charts_draw(
+    django_db_setup, live_server, page
+):
+    # django_db_setup first: the database must exist before Playwright's event loop starts,
+    # or Django refuses to create it from "an async context".
+    require_shared()
+    study = mentalalign_get_or_import()
+    user = get_user_model().objects.create_user("researcher1", password="pw-12345678")
+    role_add(user=user, role=RESEARCHER)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+
+    page.goto("/accounts/login/?next=/analysis/")
+    page.fill("#id_username", "researcher1")
+    page.fill("#id_password", "pw-12345678")
+    page.click("button[type=submit]")
+    page.click(f"text={MENTALALIGN_STUDY}")
+    page.wait_for_url(f"**/analysis/studies/{study.pk}/")
+    for chart in CHARTS:
+        page.wait_for_selector(_drawn(chart), timeout=30_000)
+    assert page.locator("text=Verdict per attribute").count() == 1
+    assert page.locator("text=Not available: this study has no response texts.").count() == 1
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "dashboard-overview.png"), full_page=False)
+    page.locator("#chart-icc_heatmap").locator("xpath=../..").screenshot(
+        path=str(SCREENSHOTS / "dashboard-figure2-heatmaps.png")
+    )
+    page.locator("text=Verdict per attribute").locator("xpath=..").screenshot(
+        path=str(SCREENSHOTS / "dashboard-verdicts.png")
+    )
+    page.locator("#chart-forest").screenshot(path=str(SCREENSHOTS / "dashboard-forest.png"))
+    page.locator("#chart-figure4").screenshot(path=str(SCREENSHOTS / "dashboard-figure4.png"))
+
+    # The as-published switch re-renders the report through htmx and says what it counted.
+    page.check("#id_as_published")
+    page.wait_for_selector("text=as published: 43 invalid imported clinician cells", timeout=30_000)
+    page.wait_for_selector(_drawn("icc_heatmap"))
+    assert "as_published=on" in page.url
+    assert not errors, errors
+    # No CDN: every script, style and chart asset came from the platform itself.
+    assert all(url.startswith(live_server.url) for url in requested), requested

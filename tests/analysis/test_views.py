@@ -1,0 +1,110 @@
+"""Dashboards and downloads: researchers and admins in, clinicians out, queries bounded."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.urls import reverse
+
+from analysis.models import ExportLog
+
+
+@pytest.fixture
+def urls(small_study):
+    pk = small_study.study.pk
+    return {
+        "list": reverse("analysis:study_list"),
+        "dashboard": reverse("analysis:dashboard", args=[pk]),
+        "table": reverse("analysis:table_csv", args=[pk, "reliability"]),
+        "ratings": reverse("analysis:ratings_csv", args=[pk]),
+    }
+
+
+@pytest.mark.parametrize("name", ["list", "dashboard", "table", "ratings"])
+def test_clinician_is_forbidden_everywhere(client, clinician_user, urls, name):
+    client.force_login(clinician_user)
+    assert client.get(urls[name]).status_code == 403
+
+
+def test_anonymous_is_sent_to_login(client, urls):
+    response = client.get(urls["dashboard"])
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_researcher_sees_the_dashboard_with_charts_and_tables(client, researcher, urls):
+    client.force_login(researcher)
+    response = client.get(urls["dashboard"])
+    assert response.status_code == 200
+    html = response.content.decode()
+    for chart in ("icc_heatmap", "width_heatmap", "forest", "bias", "figure4"):
+        assert f'id="spec-{chart}"' in html
+    assert "vendor/vega-embed.min.js" in html and "cdn" not in html.lower()
+    assert "Verdict per attribute" in html
+    assert "judge-x" in html and "Download CSV" in html
+    # The small study has response texts, so ROUGE-L is shown.
+    assert "Correlation of ROUGE-L" in html
+
+
+def test_admin_sees_the_dashboard(client, admin_user_, urls):
+    client.force_login(admin_user_)
+    assert client.get(urls["dashboard"]).status_code == 200
+
+
+def test_htmx_filter_returns_only_the_report_partial(client, researcher, urls):
+    client.force_login(researcher)
+    response = client.get(
+        urls["dashboard"], {"source": "B", "judge": ["judge-y"]}, HTTP_HX_REQUEST="true"
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "<html" not in html and "Coverage" in html
+    assert "judge-x" not in html.split("Agreement among clinicians")[0]
+
+
+def test_cached_dashboard_runs_few_queries(client, researcher, urls, django_assert_max_num_queries):
+    client.force_login(researcher)
+    client.get(urls["dashboard"])  # computes and caches the report
+    with django_assert_max_num_queries(12):
+        assert client.get(urls["dashboard"]).status_code == 200
+
+
+def test_table_csv_download_is_logged(client, researcher, urls):
+    client.force_login(researcher)
+    response = client.get(urls["table"])
+    assert response.status_code == 200
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert {r["judge"] for r in rows} == {"judge-x", "judge-y"} and len(rows) == 14
+    log = ExportLog.objects.get()
+    assert (log.user, log.what, log.rows, log.channel) == (
+        researcher,
+        "table:reliability",
+        14,
+        "web",
+    )
+
+
+def test_ratings_download_streams_and_is_logged(client, researcher, urls, small_study):
+    client.force_login(researcher)
+    response = client.get(urls["ratings"])
+    assert response.streaming
+    body = b"".join(response.streaming_content).decode()
+    assert body.count("\n") == small_study.n_complete_scores + 1
+    log = ExportLog.objects.get()
+    assert (log.user, log.what, log.rows) == (
+        researcher,
+        "ratings-long",
+        small_study.n_complete_scores,
+    )
+    wide = client.get(urls["ratings"], {"layout": "wide"})
+    assert b"".join(wide.streaming_content).decode().startswith("study,conversation,source")
+
+
+def test_study_without_texts_says_rouge_is_not_available(client, researcher, small_study):
+    from annotation.models import Response
+
+    Response.objects.filter(conversation__study=small_study.study).update(text="")
+    client.force_login(researcher)
+    html = client.get(reverse("analysis:dashboard", args=[small_study.study.pk])).content.decode()
+    assert "Not available: this study has no response texts." in html
