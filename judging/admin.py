@@ -1,7 +1,9 @@
 from django import forms
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 
-from .models import ModelEndpoint, Run
+from .models import ModelEndpoint, Run, RunItem
 
 
 class ModelEndpointForm(forms.ModelForm):
@@ -25,6 +27,10 @@ class ModelEndpointForm(forms.ModelForm):
             "api_key",
             "default_params",
             "json_mode",
+            "supports_temperature",
+            "json_prefill",
+            "timeout_s",
+            "responder_key",
             "price_input_per_mtok",
             "price_output_per_mtok",
         ]
@@ -47,5 +53,27 @@ class ModelEndpointAdmin(admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["id", "kind", "study", "endpoint", "status", "created_at"]
+    list_display = ["id", "kind", "study", "endpoint", "status", "created_at", "page"]
     list_filter = ["kind", "status"]
+    # Runs are launched, cancelled and resumed from their own pages, which keep the items and
+    # the workers consistent; the admin only shows them.
+    readonly_fields = [field.name for field in Run._meta.fields]
+
+    @admin.display(description="run page")
+    def page(self, obj: Run) -> str:
+        return format_html('<a href="{}">progress</a>', reverse("judging:run", args=[obj.pk]))
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(RunItem)
+class RunItemAdmin(admin.ModelAdmin):
+    list_display = ["id", "run", "response", "conversation", "repeat", "status", "requests"]
+    list_filter = ["status"]
+    list_select_related = ["run__endpoint", "response__responder", "conversation__study"]
+    raw_id_fields = ["run", "response", "conversation"]
+    readonly_fields = [field.name for field in RunItem._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

@@ -1,7 +1,15 @@
-"""Model endpoints and the runs (generation, judging) executed on Celery workers."""
+"""Model endpoints and the runs (generation, judging) executed on Celery workers.
+
+A `Run` is one endpoint doing one job for one study; its work is split into `RunItem`s, one per
+target (a response to rate, or a conversation to answer) and repeat. Every item's state lives
+here, in Postgres, so a killed worker or a restarted run resumes from the table, never from a
+worker's memory. Progress, tokens and cost are aggregated from the items (`selectors`), so the
+counters cannot drift from the rows they count.
+"""
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 
 class ModelEndpoint(models.Model):
@@ -26,6 +34,18 @@ class ModelEndpoint(models.Model):
     json_mode = models.BooleanField(default=True, help_text="ask for JSON output where supported")
     price_input_per_mtok = models.FloatField(default=0.0, help_text="USD per 1M input tokens")
     price_output_per_mtok = models.FloatField(default=0.0, help_text="USD per 1M output tokens")
+    timeout_s = models.FloatField(default=60.0, help_text="seconds allowed for one request")
+    supports_temperature = models.BooleanField(
+        default=True, help_text="off for OpenAI reasoning models (o1/o3/o4-mini)"
+    )
+    json_prefill = models.BooleanField(
+        default=False, help_text="Anthropic only: prefill '{' when asking for JSON"
+    )
+    responder_key = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="responder key of its generated responses (default: the name)",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -49,15 +69,42 @@ class Run(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
+    class Subset(models.TextChoices):
+        ALL = "all", "All responses"
+        UNRATED = "unrated", "Not yet rated by this judge"
+        SAMPLE = "sample", "A random sample"
+        CLINICIAN_RATED = "clinician", "Rated by a clinician"
+        MISSING = "missing", "Missing responses (generation)"
+
     study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="runs")
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="runs")
     rater = models.ForeignKey(
         "annotation.Rater", on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
     )
+    # Generation runs: who the generated responses are stored under.
+    responder = models.ForeignKey(
+        "annotation.Responder", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     kind = models.CharField(max_length=16, choices=Kind.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     subset = models.CharField(max_length=32, default="all")
+    sample_size = models.PositiveIntegerField(null=True, blank=True)
+    sample_seed = models.IntegerField(default=0)
+    repeats = models.PositiveSmallIntegerField(default=1)
+    temperature = models.FloatField(null=True, blank=True)
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Requests in flight per worker task, and a global request rate per endpoint (None: no cap
+    # beyond the provider's own 429s, which pause every worker for Retry-After).
+    concurrency = models.PositiveSmallIntegerField(default=32)
+    rate_limit = models.FloatField(null=True, blank=True, help_text="requests per second")
+    parallel_tasks = models.PositiveSmallIntegerField(
+        default=2, help_text="worker tasks sharing the run (one per worker process)"
+    )
+    max_output_attempts = models.PositiveSmallIntegerField(
+        default=3, help_text="how often an unusable judge output is re-asked"
+    )
     params = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, help_text="why the whole run stopped, if it did")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -70,3 +117,75 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} run #{self.pk} ({self.endpoint})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.RUNNING, self.Status.CANCELLING)
+
+
+class RunItem(models.Model):
+    """One unit of work: rate `response` (judge runs) or answer `conversation` (generation).
+
+    pending → running (claimed by one worker loop, `claim_token`) → done | failed. A running
+    item whose heartbeat is stale belonged to a worker that died; the next claim takes it over.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="items")
+    response = models.ForeignKey(
+        "annotation.Response", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    conversation = models.ForeignKey(
+        "annotation.Conversation",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    repeat = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="times claimed by a worker")
+    requests = models.PositiveSmallIntegerField(default=0, help_text="LLM requests made")
+    last_error = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    latency_s = models.FloatField(null=True, blank=True)
+    claim_token = models.CharField(max_length=32, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "response", "repeat"],
+                condition=Q(response__isnull=False),
+                name="runitem_unique_response_repeat",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "conversation", "repeat"],
+                condition=Q(conversation__isnull=False),
+                name="runitem_unique_conversation_repeat",
+            ),
+            models.CheckConstraint(
+                condition=Q(response__isnull=False, conversation__isnull=True)
+                | Q(response__isnull=True, conversation__isnull=False),
+                name="runitem_one_target",
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "status"])]
+
+    def __str__(self) -> str:
+        target = (
+            f"response {self.response_id}"
+            if self.response_id
+            else (f"conversation {self.conversation_id}")
+        )
+        return f"run {self.run_id} {target} #{self.repeat} ({self.status})"

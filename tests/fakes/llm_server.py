@@ -42,8 +42,8 @@ The counter for "first n calls" is per distinct marker text, so give each test i
     fenced                 JSON inside a ```json fence
     prose                  JSON with prose before and after
     truncated              JSON cut halfway, finish_reason "length" / stop_reason "max_tokens"
-    think                  <think>…</think> then the JSON
-    think_unopened         reasoning then </think> then the JSON (DeepSeek-R1 template style)
+    think                  <think>…</think> then the answer (any prompt, not only judge JSON)
+    think_unopened         reasoning then </think> then the answer (DeepSeek-R1 template style)
     think_truncated        an unterminated <think> block, cut by the token limit
     missing_keys           the JSON without its last `drop` (2) attributes
     fraction               scores written as "4/5" strings
@@ -448,6 +448,15 @@ class FakeLLMServer:
         answer, as_json = _default_answer(prompt)
         if name in ("ok", "429", "500", "slow", "400", "401", "reject_json_mode"):
             return _Reply(text=answer)
+        # Reasoning-model variants apply to any prompt (generation as well as judging).
+        if name == "think":
+            return _Reply(text=f"<think>\n{_THOUGHT}\n</think>\n\n{answer}")
+        if name == "think_unopened":
+            return _Reply(text=f"{_THOUGHT}\n</think>\n\n{answer}")
+        if name == "think_truncated":
+            return _Reply(text=f"<think>\n{_THOUGHT} {_THOUGHT}", finish="length")
+        if name == "reasoning_field":
+            return _Reply(text=answer, reasoning=_THOUGHT)
         if as_json is None:
             # The variants below deform a judge JSON; for other prompts answer normally.
             return _Reply(text=answer)
@@ -465,12 +474,6 @@ class FakeLLMServer:
         if name == "truncated":
             full = json.dumps(as_json, indent=2)
             return _Reply(text=full[: len(full) // 2], finish="length")
-        if name == "think":
-            return _Reply(text=f"<think>\n{_THOUGHT}\n</think>\n\n{json.dumps(as_json)}")
-        if name == "think_unopened":
-            return _Reply(text=f"{_THOUGHT}\n</think>\n\n{json.dumps(as_json)}")
-        if name == "think_truncated":
-            return _Reply(text=f"<think>\n{_THOUGHT} {_THOUGHT}", finish="length")
         if name == "missing_keys":
             drop = int(params.get("drop", 2))
             attributes = [k for k in as_json if k not in _RESERVED_KEYS]
@@ -484,8 +487,6 @@ class FakeLLMServer:
                 for k, v in as_json.items()
             }
             return _Reply(text=json.dumps(scored))
-        if name == "reasoning_field":
-            return _Reply(text=json.dumps(as_json), reasoning=_THOUGHT)
         return _Reply(
             status=400,
             error_type="invalid_request_error",

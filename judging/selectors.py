@@ -1,0 +1,138 @@
+"""Reads for LLM runs: progress, failures, the prompt preview (STYLE.md: selectors read)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
+
+from .models import Run, RunItem
+
+THROUGHPUT_WINDOW_S = 30
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    total: int
+    pending: int
+    running: int
+    done: int
+    failed: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    per_second: float  # completed items per second over the last THROUGHPUT_WINDOW_S
+    eta_s: float | None
+
+    @property
+    def finished(self) -> int:
+        return self.done + self.failed
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.finished / self.total if self.total else 100.0
+
+
+def run_progress(*, run: Run) -> RunProgress:
+    """Counters aggregated from the items: they cannot disagree with the stored results."""
+    now = timezone.now()
+    statuses = RunItem.Status
+    row = RunItem.objects.filter(run=run).aggregate(
+        total=Count("id"),
+        pending=Count("id", filter=Q(status=statuses.PENDING)),
+        running=Count("id", filter=Q(status=statuses.RUNNING)),
+        done=Count("id", filter=Q(status=statuses.DONE)),
+        failed=Count("id", filter=Q(status=statuses.FAILED)),
+        recent=Count(
+            "id",
+            filter=Q(
+                status__in=[statuses.DONE, statuses.FAILED],
+                finished_at__gte=now - timedelta(seconds=THROUGHPUT_WINDOW_S),
+            ),
+        ),
+        input_tokens=Sum("input_tokens"),
+        output_tokens=Sum("output_tokens"),
+        cost=Sum("cost_usd"),
+    )
+    window = THROUGHPUT_WINDOW_S
+    if run.started_at:
+        window = max(1.0, min(window, (now - run.started_at).total_seconds()))
+    per_second = row["recent"] / window
+    remaining = row["pending"] + row["running"]
+    eta = remaining / per_second if per_second and run.is_active else None
+    return RunProgress(
+        total=row["total"],
+        pending=row["pending"],
+        running=row["running"],
+        done=row["done"],
+        failed=row["failed"],
+        input_tokens=row["input_tokens"] or 0,
+        output_tokens=row["output_tokens"] or 0,
+        cost_usd=row["cost"] or 0.0,
+        per_second=per_second,
+        eta_s=eta,
+    )
+
+
+def run_failures(*, run: Run, limit: int = 50) -> list[RunItem]:
+    return list(
+        RunItem.objects.filter(run=run, status=RunItem.Status.FAILED)
+        .select_related("response__responder", "conversation")
+        .order_by("-finished_at", "id")[:limit]
+    )
+
+
+def run_failure_reasons(*, run: Run, limit: int = 10) -> list[dict]:
+    """The most common failure reasons (first 120 characters) with their counts."""
+    reasons: dict[str, int] = {}
+    for error in RunItem.objects.filter(run=run, status=RunItem.Status.FAILED).values_list(
+        "last_error", flat=True
+    )[:5000]:
+        key = (error or "unknown")[:120]
+        reasons[key] = reasons.get(key, 0) + 1
+    ranked = sorted(reasons.items(), key=lambda pair: -pair[1])[:limit]
+    return [{"reason": reason, "count": count} for reason, count in ranked]
+
+
+def runs_list() -> QuerySet[Run]:
+    return Run.objects.select_related("study", "endpoint").order_by("-created_at")[:100]
+
+
+@dataclass(frozen=True)
+class PromptPreview:
+    target: str
+    system: str
+    user: str
+    error: str = ""
+
+
+def prompt_preview(*, study_id: int, kind: str, endpoint=None) -> PromptPreview:
+    """The exact (system, user) messages the first item of such a run would send."""
+    from annotation.models import Conversation, Rater, Response
+
+    from . import prompts
+    from .services import study_rubric
+
+    try:
+        if kind == Run.Kind.JUDGE:
+            rater = Rater.objects.filter(name=endpoint.name).first() if endpoint else None
+            responses = Response.objects.filter(conversation__study_id=study_id).exclude(text="")
+            if rater is not None:
+                responses = responses.exclude(responder__key__in=rater.excluded_responders)
+            # Responses are blinded for judges too: the preview names it by id only.
+            response = responses.select_related("conversation").order_by("id").first()
+            if response is None:
+                return PromptPreview("", "", "", "this study has no response with text to rate")
+            system, user = prompts.judge_messages(
+                response.conversation.context, response.text, study_rubric(study_id=study_id)
+            )
+            return PromptPreview(f"response #{response.id}", system, user)
+        conversation = Conversation.objects.filter(study_id=study_id).order_by("id").first()
+        if conversation is None:
+            return PromptPreview("", "", "", "this study has no conversations")
+        system, user = prompts.generation_messages(conversation.context)
+        return PromptPreview(f"conversation {conversation.external_id}", system, user)
+    except ValueError as exc:
+        return PromptPreview("", "", "", str(exc))

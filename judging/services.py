@@ -1,0 +1,1037 @@
+"""Writes for LLM runs: launch, claim, call, store, cancel, retry, resume (STYLE.md items 4, 5).
+
+How a run executes
+- `judge_run_create` / `generation_run_create` write the Run and one RunItem per target and
+  repeat, then enqueue `parallel_tasks` worker tasks on commit.
+- Each task calls `run_work`: a loop that claims items with a status-guarded, SKIP LOCKED update
+  (pending → running, stamped with this loop's claim token), keeps up to `run.concurrency` LLM
+  requests in flight with asyncio, and stores the results that finished together in one short
+  transaction. No LLM call ever runs inside a transaction.
+- Exactly once: storing results is one transaction that locks the items, flips running → done
+  *only for those this loop still holds a claim on*, then inserts their Ratings/Responses. A
+  worker killed
+  mid-run leaves its items "running" with a heartbeat that stops moving; after the lease they are
+  claimed again by whoever is still working (or by a worker that starts later: see
+  `tasks.resume_active_runs`). A slow-but-alive worker that lost its claim stores nothing. The
+  unique constraints on Rating and Response are the last line of defence.
+- Cancel: the run goes to "cancelling"; every loop sees it within a second, stops sending,
+  abandons in-flight requests and puts its items back to pending; the run then becomes
+  "cancelled". Resume and "retry failures" re-open items and enqueue tasks again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.text import slugify
+
+from annotation.models import Attribute, Conversation, Rater, Rating, Responder, Response, Score
+from annotation.responders import paper_judge_defaults
+
+from . import prompts, providers
+from .models import ModelEndpoint, Run, RunItem
+from .parsing import JudgeParse, parse_judge_output, strip_think
+from .ratelimit import LocalRateLimiter, RedisRateLimiter
+
+logger = logging.getLogger(__name__)
+
+# A running item whose heartbeat is older than this belonged to a worker that died.
+LEASE_SECONDS = float(os.environ.get("JUDGING_LEASE_SECONDS", "60"))
+# A worker that dies this many times on the same item (an item that crashes workers) gives up.
+MAX_CLAIMS = 5
+# HTTP attempts per LLM request (429/5xx/timeouts), all inside providers.complete_with_retries;
+# Celery itself never retries these tasks, so retries are not multiplied.
+MAX_HTTP_ATTEMPTS = 5
+WATCH_SECONDS = 1.0  # how often a loop looks for a cancel (cancel takes effect within seconds)
+RETRY_BASE_DELAY = 0.5  # seconds before the first retry; doubles each time (tests shorten it)
+UNLIMITED_RATE = 100_000.0  # requests/s when the run sets no rate limit
+# 401/403/404 mean the endpoint itself is wrong (key, model name): stop the run, fail nothing.
+ENDPOINT_BROKEN_STATUSES = frozenset({401, 403, 404})
+JUDGE_MAX_TOKENS = 1024
+
+
+class RunError(ValueError):
+    """A run cannot be launched or changed as asked; the message says why."""
+
+
+# ------------------------------------------------------------------------------ endpoints
+
+
+def endpoint_config(endpoint: ModelEndpoint) -> providers.EndpointConfig:
+    """The provider-layer config of an endpoint; resolves the API key (never logged)."""
+    if endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE:
+        raise RunError(f"{endpoint.name}: offline vLLM endpoints have no HTTP config")
+    api_key = endpoint.api_key or None
+    if not api_key and endpoint.api_key_env:
+        api_key = os.environ.get(endpoint.api_key_env) or None
+        if api_key is None:
+            raise providers.PermanentError(
+                f"{endpoint.name}: the environment variable {endpoint.api_key_env} named as its "
+                "API key is not set on this worker"
+            )
+    return providers.EndpointConfig(
+        provider=endpoint.provider,
+        model=endpoint.model,
+        base_url=endpoint.base_url or None,
+        api_key=api_key,
+        default_params=endpoint.default_params or {},
+        timeout=endpoint.timeout_s,
+        json_prefill=endpoint.json_prefill,
+        supports_temperature=endpoint.supports_temperature,
+        name=endpoint.name,
+    )
+
+
+def study_rubric(*, study_id: int) -> list[dict[str, Any]]:
+    """The study's rubric as the plain data judging.prompts renders."""
+    from annotation.models import Study
+
+    rubric_id = Study.objects.values_list("rubric_id", flat=True).get(id=study_id)
+    attributes = (
+        Attribute.objects.filter(rubric_id=rubric_id)
+        .prefetch_related("levels")
+        .order_by("position")
+    )
+    return [
+        {
+            "id": attribute.id,
+            "name": attribute.name,
+            "group": attribute.group,
+            "description": attribute.description,
+            "anchors": {level.value: level.anchor for level in attribute.levels.all()},
+        }
+        for attribute in attributes
+    ]
+
+
+def judge_rater_for_endpoint(*, endpoint: ModelEndpoint) -> Rater:
+    """The judge Rater an endpoint's ratings are stored under (created on first use).
+
+    Self-preference exclusion: the paper's exclusions for a known judge name, otherwise every
+    responder of the endpoint's own family.
+    """
+    rater = Rater.objects.filter(name=endpoint.name).first()
+    if rater is None:
+        excluded = paper_judge_defaults(endpoint.name).get("excluded")
+        if excluded is None:
+            excluded = sorted(
+                Responder.objects.filter(family=endpoint.family).values_list("key", flat=True)
+            )
+        rater = Rater.objects.create(
+            kind=Rater.Kind.JUDGE,
+            name=endpoint.name,
+            model=endpoint.model,
+            family=endpoint.family,
+            excluded_responders=excluded,
+        )
+    if rater.kind != Rater.Kind.JUDGE:
+        raise RunError(f"a clinician is already called {endpoint.name!r}; rename the endpoint")
+    return rater
+
+
+def responder_for_endpoint(*, endpoint: ModelEndpoint) -> Responder:
+    """The Responder an endpoint's generated responses are stored under (created on first use)."""
+    key = endpoint.responder_key or slugify(endpoint.name).replace("-", "_")[:100]
+    responder, _ = Responder.objects.get_or_create(
+        key=key, defaults={"name": endpoint.name, "family": endpoint.family}
+    )
+    return responder
+
+
+# ------------------------------------------------------------------------------ launch
+
+
+def judge_targets(
+    *, study_id: int, rater: Rater, subset: str, sample_size: int | None, sample_seed: int
+) -> list[int]:
+    """Ids of the responses a judge run rates: non-empty, not of the judge's excluded responders."""
+    responses = (
+        Response.objects.filter(conversation__study_id=study_id)
+        .exclude(text="")
+        .exclude(responder__key__in=rater.excluded_responders or [])
+    )
+    if subset == Run.Subset.UNRATED:
+        rated = Rating.objects.filter(rater=rater, status=Rating.Status.COMPLETE)
+        responses = responses.exclude(id__in=rated.values("response_id"))
+    elif subset == Run.Subset.CLINICIAN_RATED:
+        rated = Rating.objects.filter(
+            rater__kind=Rater.Kind.CLINICIAN, status=Rating.Status.COMPLETE
+        )
+        responses = responses.filter(id__in=rated.values("response_id"))
+    elif subset not in (Run.Subset.ALL, Run.Subset.SAMPLE):
+        raise RunError(f"unknown subset {subset!r} for a judge run")
+    ids = list(responses.order_by("id").values_list("id", flat=True))
+    if subset == Run.Subset.SAMPLE:
+        if not sample_size:
+            raise RunError("a sample needs a sample size")
+        # A recorded seed makes the sample reproducible.
+        ids = sorted(random.Random(sample_seed).sample(ids, min(sample_size, len(ids))))
+    return ids
+
+
+@transaction.atomic
+def judge_run_create(
+    *,
+    study_id: int,
+    endpoint: ModelEndpoint,
+    subset: str = Run.Subset.ALL,
+    sample_size: int | None = None,
+    sample_seed: int = 0,
+    repeats: int = 1,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    concurrency: int = 32,
+    rate_limit: float | None = None,
+    parallel_tasks: int = 2,
+    max_output_attempts: int = 3,
+    created_by: Any = None,
+) -> Run:
+    """Create a judge run with one item per (response, repeat) and start it on commit."""
+    if endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE:
+        raise RunError(
+            "offline vLLM endpoints serve generation runs; serve the judge model with "
+            "`vllm serve` and add it as an OpenAI-compatible endpoint"
+        )
+    _check_numbers(repeats=repeats, concurrency=concurrency, parallel_tasks=parallel_tasks)
+    rater = judge_rater_for_endpoint(endpoint=endpoint)
+    run = Run.objects.create(
+        study_id=study_id,
+        endpoint=endpoint,
+        rater=rater,
+        kind=Run.Kind.JUDGE,
+        subset=subset,
+        sample_size=sample_size,
+        sample_seed=sample_seed,
+        repeats=repeats,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+        rate_limit=rate_limit,
+        parallel_tasks=parallel_tasks,
+        max_output_attempts=max_output_attempts,
+        created_by=created_by,
+    )
+    targets = judge_targets(
+        study_id=study_id,
+        rater=rater,
+        subset=subset,
+        sample_size=sample_size,
+        sample_seed=sample_seed,
+    )
+    RunItem.objects.bulk_create(
+        (
+            RunItem(run=run, response_id=response_id, repeat=repeat)
+            for response_id in targets
+            for repeat in range(repeats)
+        ),
+        batch_size=5000,
+    )
+    _start(run)
+    return run
+
+
+@transaction.atomic
+def generation_run_create(
+    *,
+    study_id: int,
+    endpoint: ModelEndpoint,
+    temperature: float = prompts.GENERATION_TEMPERATURE,
+    max_tokens: int = prompts.GENERATION_MAX_TOKENS,
+    concurrency: int = 32,
+    rate_limit: float | None = None,
+    parallel_tasks: int = 2,
+    created_by: Any = None,
+) -> Run:
+    """Create a generation run: one item per conversation that has no response from this model."""
+    _check_numbers(repeats=1, concurrency=concurrency, parallel_tasks=parallel_tasks)
+    responder = responder_for_endpoint(endpoint=endpoint)
+    run = Run.objects.create(
+        study_id=study_id,
+        endpoint=endpoint,
+        responder=responder,
+        kind=Run.Kind.GENERATION,
+        subset=Run.Subset.MISSING,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+        rate_limit=rate_limit,
+        parallel_tasks=parallel_tasks,
+        created_by=created_by,
+    )
+    answered = Response.objects.filter(responder=responder).values("conversation_id")
+    missing = (
+        Conversation.objects.filter(study_id=study_id)
+        .exclude(id__in=answered)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    RunItem.objects.bulk_create(
+        (RunItem(run=run, conversation_id=conversation_id) for conversation_id in missing),
+        batch_size=5000,
+    )
+    _start(run)
+    return run
+
+
+def generation_runs_create(
+    *, study_id: int, endpoints: Sequence[ModelEndpoint], **options: Any
+) -> list[Run]:
+    """One generation run per endpoint (a run belongs to one endpoint)."""
+    with transaction.atomic():
+        return [
+            generation_run_create(study_id=study_id, endpoint=endpoint, **options)
+            for endpoint in endpoints
+        ]
+
+
+def _check_numbers(*, repeats: int, concurrency: int, parallel_tasks: int) -> None:
+    if not 1 <= repeats <= 100:
+        raise RunError(f"repeats must be between 1 and 100, got {repeats}")
+    if not 1 <= concurrency <= 1000:
+        raise RunError(f"concurrency must be between 1 and 1000, got {concurrency}")
+    if not 1 <= parallel_tasks <= 64:
+        raise RunError(f"parallel tasks must be between 1 and 64, got {parallel_tasks}")
+
+
+def _start(run: Run) -> None:
+    """Mark `run` running (or done when it has nothing to do) and enqueue its tasks on commit.
+
+    Precondition: inside a transaction that holds (or just created) the run row.
+    """
+    now = timezone.now()
+    if not RunItem.objects.filter(
+        run=run, status__in=[RunItem.Status.PENDING, RunItem.Status.RUNNING]
+    ).exists():
+        run.status, run.finished_at = Run.Status.DONE, now
+        run.save(update_fields=["status", "finished_at"])
+        return
+    run.status, run.error, run.finished_at = Run.Status.RUNNING, "", None
+    run.started_at = run.started_at or now
+    run.save(update_fields=["status", "error", "started_at", "finished_at"])
+    _enqueue(run.id, run.parallel_tasks)
+
+
+def _enqueue(run_id: int, count: int) -> None:
+    from . import tasks  # tasks import this module
+
+    def send() -> None:
+        for _ in range(count):
+            tasks.run_work.delay(run_id)
+
+    transaction.on_commit(send)
+
+
+# ------------------------------------------------------------------------------ admin actions
+
+
+@transaction.atomic
+def run_cancel(*, run_id: int) -> Run:
+    """Ask every worker to stop; they notice within WATCH_SECONDS and release their items."""
+    run = Run.objects.select_for_update().get(id=run_id)
+    if run.status in (Run.Status.PENDING, Run.Status.RUNNING):
+        run.status = Run.Status.CANCELLING
+        run.save(update_fields=["status"])
+    transaction.on_commit(lambda: run_finalize(run_id=run_id))
+    return run
+
+
+@transaction.atomic
+def run_resume(*, run_id: int) -> Run:
+    """Continue a cancelled, failed or interrupted run with its pending items."""
+    run = Run.objects.select_for_update().get(id=run_id)
+    if run.status == Run.Status.CANCELLING:
+        raise RunError("the run is still cancelling; resume it once it is cancelled")
+    _start(run)
+    return run
+
+
+@transaction.atomic
+def run_retry_failures(*, run_id: int) -> int:
+    """Put failed items back to pending and resume; returns how many were re-opened."""
+    run = Run.objects.select_for_update().get(id=run_id)
+    if run.status == Run.Status.CANCELLING:
+        raise RunError("the run is still cancelling; retry once it is cancelled")
+    reopened = RunItem.objects.filter(run=run, status=RunItem.Status.FAILED).update(
+        status=RunItem.Status.PENDING, attempts=0, claim_token=""
+    )
+    if reopened or run.status != Run.Status.RUNNING:
+        _start(run)
+    return reopened
+
+
+@transaction.atomic
+def run_finalize(*, run_id: int) -> Run:
+    """Settle the run's status once its items allow: running → done, cancelling → cancelled.
+
+    Idempotent; every worker loop calls it when it stops.
+    """
+    run = Run.objects.select_for_update().get(id=run_id)
+    now = timezone.now()
+    items = RunItem.objects.filter(run=run)
+    if run.status == Run.Status.CANCELLING:
+        # Items of workers that died while cancelling are not coming back.
+        items.filter(status=RunItem.Status.RUNNING, heartbeat_at__lt=_stale_before()).update(
+            status=RunItem.Status.PENDING, claim_token=""
+        )
+        if not items.filter(status=RunItem.Status.RUNNING).exists():
+            run.status, run.finished_at = Run.Status.CANCELLED, now
+            run.save(update_fields=["status", "finished_at"])
+    elif run.status == Run.Status.RUNNING:
+        open_statuses = [RunItem.Status.PENDING, RunItem.Status.RUNNING]
+        if not items.filter(status__in=open_statuses).exists():
+            run.status, run.finished_at = Run.Status.DONE, now
+            run.save(update_fields=["status", "finished_at"])
+    return run
+
+
+@transaction.atomic
+def run_fail(*, run_id: int, error: str) -> None:
+    """Stop a run for a reason that concerns the whole run (bad key, unknown model)."""
+    run = Run.objects.select_for_update().get(id=run_id)
+    if run.status in (Run.Status.RUNNING, Run.Status.CANCELLING, Run.Status.PENDING):
+        run.status, run.error, run.finished_at = Run.Status.FAILED, error[:2000], timezone.now()
+        run.save(update_fields=["status", "error", "finished_at"])
+
+
+# ------------------------------------------------------------------------------ claiming
+
+
+def _stale_before() -> Any:
+    return timezone.now() - timedelta(seconds=LEASE_SECONDS)
+
+
+def items_claim(*, run_id: int, token: str, limit: int) -> list[RunItem]:
+    """Claim up to `limit` pending items (or running ones whose worker died) for `token`.
+
+    SKIP LOCKED: concurrent claimers take disjoint rows instead of queueing on each other. Only a
+    running run hands out work.
+    """
+    stale = _stale_before()
+    with transaction.atomic():
+        RunItem.objects.filter(
+            run_id=run_id,
+            status=RunItem.Status.RUNNING,
+            heartbeat_at__lt=stale,
+            attempts__gte=MAX_CLAIMS,
+        ).update(
+            status=RunItem.Status.FAILED,
+            last_error=f"its worker was lost {MAX_CLAIMS} times while processing it",
+            finished_at=timezone.now(),
+        )
+        ids = list(
+            # of=("self",): lock the items only. Locking the joined run row as well would make
+            # concurrent claimers skip *every* item (they all join that one row).
+            RunItem.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(run_id=run_id, run__status=Run.Status.RUNNING)
+            .filter(
+                Q(status=RunItem.Status.PENDING)
+                | Q(status=RunItem.Status.RUNNING, heartbeat_at__lt=stale)
+            )
+            .order_by("id")
+            .values_list("id", flat=True)[:limit]
+        )
+        if not ids:
+            return []
+        now = timezone.now()
+        RunItem.objects.filter(id__in=ids).update(
+            status=RunItem.Status.RUNNING,
+            claim_token=token,
+            claimed_at=now,
+            heartbeat_at=now,
+            attempts=F("attempts") + 1,
+        )
+    return list(
+        RunItem.objects.filter(id__in=ids, claim_token=token)
+        .select_related("response__conversation", "conversation")
+        .order_by("id")
+    )
+
+
+def items_heartbeat(*, token: str) -> None:
+    RunItem.objects.filter(claim_token=token, status=RunItem.Status.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+def items_release(*, token: str, item_ids: Sequence[int] | None = None, error: str = "") -> int:
+    """Give claimed items back (pending) so another loop or a resume picks them up."""
+    items = RunItem.objects.filter(claim_token=token, status=RunItem.Status.RUNNING)
+    if item_ids is not None:
+        items = items.filter(id__in=item_ids)
+    changes: dict[str, Any] = {"status": RunItem.Status.PENDING, "claim_token": ""}
+    if error:
+        changes["last_error"] = error
+    return items.update(**changes)
+
+
+def _run_status(run_id: int) -> str:
+    return Run.objects.values_list("status", flat=True).get(id=run_id)
+
+
+def _open_items_exist(run_id: int) -> bool:
+    return RunItem.objects.filter(
+        run_id=run_id, status__in=[RunItem.Status.PENDING, RunItem.Status.RUNNING]
+    ).exists()
+
+
+# ------------------------------------------------------------------------------ outcomes
+
+
+@dataclass
+class Outcome:
+    """What the LLM calls for one item produced, before it is stored."""
+
+    raw_output: str | None = None  # None when no answer arrived at all
+    error: str = ""
+    parse: JudgeParse | None = None
+    answer: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    latency_s: float | None = None
+    release: bool = False  # rate limited: give the item back rather than fail it
+    endpoint_broken: bool = False
+
+    def add(self, completion: providers.Completion) -> None:
+        self.input_tokens += completion.input_tokens or 0
+        self.output_tokens += completion.output_tokens or 0
+        self.requests += completion.attempts
+        self.latency_s = (self.latency_s or 0.0) + completion.latency_s
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+def _items_finish(results: Sequence[Result], *, token: str, plan: _Plan) -> list[Result]:
+    """Flip claimed items to done/failed; returns the results whose claim this loop still held.
+
+    Precondition: inside a transaction. The rows are locked first, so no other loop can take
+    them over between the check and the write.
+    """
+    owned = set(
+        RunItem.objects.select_for_update()
+        .filter(
+            id__in=[item.id for item, _ in results],
+            status=RunItem.Status.RUNNING,
+            claim_token=token,
+        )
+        .values_list("id", flat=True)
+    )
+    kept = [(item, outcome) for item, outcome in results if item.id in owned]
+    # One statement per item, sent in one round trip (psycopg pipelines executemany): a batch
+    # costs the same few round trips whatever its size. Django's bulk_update would build a
+    # CASE per column and item, which costs more CPU than the LLM call it records.
+    if not kept:
+        return kept
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {RunItem._meta.db_table} SET status = %s, last_error = %s, "
+            "input_tokens = input_tokens + %s, output_tokens = output_tokens + %s, "
+            "cost_usd = cost_usd + %s, requests = requests + %s, latency_s = %s, "
+            "finished_at = %s, claim_token = '' WHERE id = %s AND claim_token = %s",
+            [
+                (
+                    (RunItem.Status.DONE if outcome.ok else RunItem.Status.FAILED).value,
+                    outcome.error[:4000],
+                    outcome.input_tokens,
+                    outcome.output_tokens,
+                    (
+                        outcome.input_tokens * plan.price_input
+                        + outcome.output_tokens * plan.price_output
+                    )
+                    / 1_000_000,
+                    outcome.requests,
+                    outcome.latency_s,
+                    now,
+                    item.id,
+                    token,
+                )
+                for item, outcome in kept
+            ],
+        )
+    return kept
+
+
+Result = tuple[RunItem, "Outcome"]
+
+
+@transaction.atomic
+def judge_items_store(*, results: Sequence[Result], token: str, plan: _Plan) -> int:
+    """Store judge results exactly once, in one transaction: item states, Ratings, Scores.
+
+    An item whose claim this loop no longer holds (another loop took it over, or the same
+    result arrives twice) stores nothing. Returns how many results were stored. One transaction
+    per batch rather than per item: a batch is what finished during one wait of the loop, and
+    its rows are written with one INSERT per table.
+    """
+    owned = _items_finish(results, token=token, plan=plan)
+    # No answer at all (transport failure): the item holds the reason, there is no rating.
+    answered = [(item, outcome) for item, outcome in owned if outcome.raw_output is not None]
+    for item, _ in answered:
+        if item.last_error:
+            # A retried item replaces the invalid rating its earlier attempt stored.
+            Rating.objects.filter(status=Rating.Status.INVALID, **_rating_key(item, plan)).delete()
+    try:
+        with transaction.atomic():
+            _ratings_insert(answered, plan)
+    except IntegrityError:
+        # The unique constraint caught a rating stored before: settle item by item.
+        for item, outcome in answered:
+            try:
+                with transaction.atomic():
+                    _ratings_insert([(item, outcome)], plan)
+            except IntegrityError:
+                if not Rating.objects.filter(**_rating_key(item, plan)).exists():
+                    raise  # not a duplicate: a real constraint violation
+                logger.info("rating for run item %s was already stored", item.id)
+    return len(owned)
+
+
+def judge_item_store(*, item: RunItem, token: str, outcome: Outcome, plan: _Plan) -> bool:
+    """One result; see judge_items_store."""
+    return judge_items_store(results=[(item, outcome)], token=token, plan=plan) == 1
+
+
+def _rating_key(item: RunItem, plan: _Plan) -> dict[str, Any]:
+    return {
+        "rater_id": plan.rater_id,
+        "response_id": item.response_id,
+        "run_id": plan.run_id,
+        "repeat": item.repeat,
+    }
+
+
+def _ratings_insert(answered: Sequence[Result], plan: _Plan) -> None:
+    """A Rating per result (complete with Scores when valid, else invalid with the reason)."""
+    ratings: list[Rating] = []
+    for item, outcome in answered:
+        parse = outcome.parse if outcome.ok else None
+        ratings.append(
+            Rating(
+                status=Rating.Status.COMPLETE if parse else Rating.Status.INVALID,
+                source=Rating.Source.JUDGE,
+                rationale=parse.explanation if parse else "",
+                overall=parse.overall if parse else None,
+                raw_output=outcome.raw_output or "",
+                error="" if parse else outcome.error,
+                **_rating_key(item, plan),
+            )
+        )
+    Rating.objects.bulk_create(ratings)  # PostgreSQL and SQLite return the new ids
+    Score.objects.bulk_create(
+        Score(rating=rating, attribute_id=plan.attribute_ids[name], value=value)
+        for rating, (_, outcome) in zip(ratings, answered, strict=True)
+        if rating.status == Rating.Status.COMPLETE
+        for name, value in outcome.parse.scores.items()
+    )
+
+
+@transaction.atomic
+def generation_items_store(*, results: Sequence[Result], token: str, plan: _Plan) -> int:
+    """Store generated responses exactly once, with their generation metadata."""
+    owned = _items_finish(results, token=token, plan=plan)
+    for item, outcome in owned:
+        if not outcome.ok:
+            continue
+        try:
+            with transaction.atomic():
+                Response.objects.create(
+                    conversation_id=item.conversation_id,
+                    responder_id=plan.responder_id,
+                    text=outcome.answer,
+                    truncated=outcome.truncated,
+                    metadata=outcome.metadata,
+                )
+        except IntegrityError:
+            if not Response.objects.filter(
+                conversation_id=item.conversation_id, responder_id=plan.responder_id
+            ).exists():
+                raise
+            logger.info("response for run item %s was already stored", item.id)
+    return len(owned)
+
+
+# ------------------------------------------------------------------------------ the work loop
+
+
+@dataclass
+class _Plan:
+    """Everything a work loop needs, read from the database once before going async."""
+
+    run_id: int
+    kind: str
+    endpoint_id: int
+    config: providers.EndpointConfig | None
+    json_mode: bool
+    temperature: float | None
+    max_tokens: int | None
+    max_output_attempts: int
+    concurrency: int
+    rate_limit: float | None
+    price_input: float
+    price_output: float
+    rater_id: int | None = None
+    rubric: list[dict[str, Any]] = field(default_factory=list)
+    attribute_ids: dict[str, int] = field(default_factory=dict)
+    scale: tuple[int, int] = (1, 5)
+    responder_id: int | None = None
+
+    @classmethod
+    def load(cls, run: Run) -> _Plan:
+        endpoint = run.endpoint
+        offline = endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE
+        plan = cls(
+            run_id=run.id,
+            kind=run.kind,
+            endpoint_id=endpoint.id,
+            config=None if offline else endpoint_config(endpoint),
+            json_mode=endpoint.json_mode,
+            temperature=run.temperature,
+            max_tokens=run.max_tokens,
+            max_output_attempts=max(1, run.max_output_attempts),
+            concurrency=max(1, run.concurrency),
+            rate_limit=run.rate_limit,
+            price_input=endpoint.price_input_per_mtok,
+            price_output=endpoint.price_output_per_mtok,
+            rater_id=run.rater_id,
+            responder_id=run.responder_id,
+        )
+        if run.kind == Run.Kind.JUDGE:
+            plan.rubric = study_rubric(study_id=run.study_id)
+            plan.attribute_ids = {a["name"]: a["id"] for a in plan.rubric}
+            plan.scale = prompts.rubric_scale(plan.rubric)
+        return plan
+
+    def store(self, results: Sequence[Result], token: str) -> int:
+        if self.kind == Run.Kind.JUDGE:
+            return judge_items_store(results=results, token=token, plan=self)
+        return generation_items_store(results=results, token=token, plan=self)
+
+
+def item_messages(*, item: RunItem, rubric: list[dict[str, Any]] | None) -> tuple[str, str]:
+    """(system, user) exactly as sent for this item."""
+    if item.response_id:
+        response = item.response
+        return prompts.judge_messages(response.conversation.context, response.text, rubric)
+    return prompts.generation_messages(item.conversation.context)
+
+
+def run_work(*, run_id: int) -> None:
+    """Process a run's items until none is left or the run stops. Safe to call many times at once.
+
+    Called by the Celery task; several calls share the run through claims.
+    """
+    run = Run.objects.select_related("endpoint").get(id=run_id)
+    if run.status != Run.Status.RUNNING:
+        run_finalize(run_id=run_id)
+        return
+    try:
+        plan = _Plan.load(run)
+    except (providers.PermanentError, RunError, ValueError) as exc:
+        run_fail(run_id=run_id, error=str(exc))
+        return
+    if run.endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE:
+        _work_offline(plan, model=run.endpoint.model, options=run.endpoint.default_params or {})
+    else:
+        async_to_sync(_work_async)(plan)
+    run_finalize(run_id=run_id)
+
+
+def _limiter(plan: _Plan) -> LocalRateLimiter | RedisRateLimiter:
+    rate = plan.rate_limit or UNLIMITED_RATE
+    # A set limit spaces requests evenly (no bursts); without one only 429 pauses matter.
+    burst = 1 if plan.rate_limit else max(1, plan.concurrency)
+    # JUDGING_RATELIMIT_REDIS_URL lets tests keep their limiter keys in a Redis db of their own.
+    redis_url = os.environ.get("JUDGING_RATELIMIT_REDIS_URL") or getattr(settings, "REDIS_URL", "")
+    if redis_url:
+        # One budget and one 429 pause per endpoint, shared by every worker process.
+        return RedisRateLimiter(
+            redis=redis_url, key=f"endpoint-{plan.endpoint_id}", rate=rate, burst=burst
+        )
+    return LocalRateLimiter(rate=rate, burst=burst)
+
+
+async def _work_async(plan: _Plan) -> None:
+    """The asyncio loop: keep `concurrency` requests in flight, store results as they arrive."""
+    assert plan.config is not None
+    token = uuid.uuid4().hex
+    claim = sync_to_async(items_claim)
+    store = sync_to_async(plan.store)
+    try:
+        client = providers.make_client(plan.config)
+    except providers.PermanentError as exc:
+        await sync_to_async(run_fail)(run_id=plan.run_id, error=str(exc))
+        return
+    limiter = _limiter(plan)
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(_watch(plan.run_id, token, stop))
+    in_flight: dict[asyncio.Task[Outcome], RunItem] = {}
+    refill_at = max(1, plan.concurrency // 4)
+    last_empty_claim = 0.0
+    try:
+        while not stop.is_set():
+            room = plan.concurrency - len(in_flight)
+            if room >= refill_at and time.monotonic() - last_empty_claim > 0.5:
+                items = await claim(run_id=plan.run_id, token=token, limit=room)
+                if not items:
+                    last_empty_claim = time.monotonic()
+                for item in items:
+                    task = asyncio.create_task(_process(plan, item, client, limiter, stop))
+                    in_flight[task] = item
+            if not in_flight:
+                if not await sync_to_async(_open_items_exist)(plan.run_id):
+                    break
+                # Other loops hold the rest; linger, so that items of a worker that dies are
+                # taken over once its lease runs out.
+                await asyncio.sleep(0.5)
+                continue
+            done, _ = await asyncio.wait(
+                in_flight, timeout=0.5, return_when=asyncio.FIRST_COMPLETED
+            )
+            finished: list[Result] = []
+            for task in done:
+                item = in_flight.pop(task)
+                outcome = task.result()
+                if outcome.endpoint_broken:
+                    await sync_to_async(run_fail)(run_id=plan.run_id, error=outcome.error)
+                    stop.set()
+                elif outcome.release:
+                    await sync_to_async(items_release)(
+                        token=token, item_ids=[item.id], error=outcome.error
+                    )
+                else:
+                    finished.append((item, outcome))
+            if finished:
+                await store(finished, token)
+    finally:
+        stop.set()
+        for task in in_flight:
+            task.cancel()
+        await asyncio.gather(*in_flight, watcher, return_exceptions=True)
+        await sync_to_async(items_release)(token=token)
+        await client.close()
+        if isinstance(limiter, RedisRateLimiter):
+            await limiter.aclose()
+
+
+async def _watch(run_id: int, token: str, stop: asyncio.Event) -> None:
+    """Stop the loop when the run leaves "running"; keep this loop's claims alive."""
+    heartbeat_every = max(1.0, LEASE_SECONDS / 4)
+    last_beat = time.monotonic()
+    while not stop.is_set():
+        if await sync_to_async(_run_status)(run_id) != Run.Status.RUNNING:
+            stop.set()
+            return
+        if time.monotonic() - last_beat >= heartbeat_every:
+            await sync_to_async(items_heartbeat)(token=token)
+            last_beat = time.monotonic()
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=WATCH_SECONDS)
+        except TimeoutError:
+            pass
+
+
+async def _process(
+    plan: _Plan,
+    item: RunItem,
+    client: Any,
+    limiter: LocalRateLimiter | RedisRateLimiter,
+    stop: asyncio.Event,
+) -> Outcome:
+    """All LLM calls for one item; never raises for an LLM problem (the outcome says it)."""
+    outcome = Outcome()
+    try:
+        system, user = item_messages(item=item, rubric=plan.rubric or None)
+    except ValueError as exc:
+        outcome.error = str(exc)
+        return outcome
+    try:
+        if plan.kind == Run.Kind.JUDGE:
+            await _judge(plan, system, user, client, limiter, stop, outcome)
+        else:
+            await _generate(plan, system, user, client, limiter, outcome)
+    except providers.RateLimited as exc:
+        # The endpoint is saturated for longer than we wait in-process: the shared limiter is
+        # paused for everyone, and the item goes back to the queue instead of failing.
+        outcome.error, outcome.release = str(exc), True
+    except providers.PermanentError as exc:
+        outcome.error = str(exc)
+        outcome.endpoint_broken = exc.status_code in ENDPOINT_BROKEN_STATUSES
+    except providers.TransientError as exc:
+        outcome.error = f"{exc} (gave up after {exc.attempts} attempts)"
+    return outcome
+
+
+async def _call(
+    plan: _Plan,
+    system: str,
+    user: str,
+    client: Any,
+    limiter: Any,
+    *,
+    temperature: float | None,
+    max_tokens: int | None,
+    json_mode: bool,
+) -> providers.Completion:
+    assert plan.config is not None
+    return await providers.complete_with_retries(
+        plan.config,
+        system=system,
+        user=user,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        json_mode=json_mode,
+        client=client,
+        limiter=limiter,
+        max_attempts=MAX_HTTP_ATTEMPTS,
+        base_delay=RETRY_BASE_DELAY,
+    )
+
+
+async def _judge(
+    plan: _Plan,
+    system: str,
+    user: str,
+    client: Any,
+    limiter: Any,
+    stop: asyncio.Event,
+    outcome: Outcome,
+) -> None:
+    """Ask, parse; re-ask an unusable output up to max_output_attempts times. Never guesses."""
+    names = [attribute["name"] for attribute in plan.rubric]
+    problems: list[str] = []
+    for ask in range(1, plan.max_output_attempts + 1):
+        if stop.is_set():
+            outcome.release = True  # cancelled: the item goes back to pending, unasked
+            return
+        completion = await _call(
+            plan,
+            system,
+            user,
+            client,
+            limiter,
+            temperature=plan.temperature,
+            max_tokens=plan.max_tokens or JUDGE_MAX_TOKENS,
+            json_mode=plan.json_mode,
+        )
+        outcome.add(completion)
+        outcome.raw_output = completion.text
+        parse = parse_judge_output(completion.text, names, plan.scale)
+        if parse.ok:
+            outcome.parse, outcome.error = parse, ""
+            return
+        reason = parse.error or "unusable output"
+        if completion.truncated:
+            reason = f"cut off by the token limit: {reason}"
+        problems.append(f"attempt {ask}: {reason}")
+    outcome.error = "no valid judge output; " + "; ".join(problems)
+
+
+async def _generate(
+    plan: _Plan, system: str, user: str, client: Any, limiter: Any, outcome: Outcome
+) -> None:
+    completion = await _call(
+        plan,
+        system,
+        user,
+        client,
+        limiter,
+        temperature=plan.temperature,
+        max_tokens=plan.max_tokens,
+        json_mode=False,
+    )
+    outcome.add(completion)
+    _generation_outcome(plan, completion, outcome)
+
+
+def _generation_outcome(plan: _Plan, completion: providers.Completion, outcome: Outcome) -> None:
+    """Answer without <think>…</think> (kept in metadata), truncation flag and metadata."""
+    answer, thinking = strip_think(completion.text)
+    thinking = "\n\n".join(part for part in (completion.reasoning, thinking) if part)
+    outcome.raw_output = completion.text
+    outcome.truncated = completion.truncated
+    outcome.answer = answer
+    outcome.metadata = {
+        "run_id": plan.run_id,
+        "model": completion.model,
+        "input_tokens": completion.input_tokens,
+        "output_tokens": completion.output_tokens,
+        "latency_s": round(completion.latency_s, 4),
+        "finish_reason": completion.finish_reason,
+        "raw_finish_reason": completion.raw_finish_reason,
+        "temperature": plan.temperature,
+        "max_tokens": plan.max_tokens,
+        "request_id": completion.request_id,
+        "thinking": thinking,
+    }
+    if not answer:
+        cut = " (cut off by the token limit)" if completion.truncated else ""
+        outcome.error = f"empty answer once <think> reasoning was removed{cut}"
+
+
+# ------------------------------------------------------------------------------ vLLM offline
+
+
+def _work_offline(plan: _Plan, *, model: str, options: dict[str, Any]) -> None:
+    """Generation with vllm.LLM in this worker process (a GPU worker): one batch for the lot.
+
+    The model loads once per call, so everything pending is claimed at once; vLLM batches it.
+    """
+    token = uuid.uuid4().hex
+    items = items_claim(run_id=plan.run_id, token=token, limit=1_000_000)
+    if not items:
+        return
+    try:
+        conversations = []
+        for item in items:
+            system, user = item_messages(item=item, rubric=None)
+            conversations.append(
+                [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            )
+        completions = providers.generate_offline(
+            model,
+            conversations,
+            temperature=plan.temperature
+            if plan.temperature is not None
+            else prompts.GENERATION_TEMPERATURE,
+            max_tokens=plan.max_tokens or prompts.GENERATION_MAX_TOKENS,
+            seed=options.get("seed"),
+            llm_kwargs=options.get("llm_kwargs"),
+        )
+    except providers.PermanentError as exc:
+        items_release(token=token)
+        run_fail(run_id=plan.run_id, error=str(exc))
+        return
+    except BaseException:
+        items_release(token=token)
+        raise
+    results: list[Result] = []
+    for item, completion in zip(items, completions, strict=True):
+        outcome = Outcome()
+        outcome.add(completion)
+        _generation_outcome(plan, completion, outcome)
+        results.append((item, outcome))
+    plan.store(results, token)
+
+
+def close_connections() -> None:
+    """For worker signal handlers that touch the database before forking."""
+    connection.close()

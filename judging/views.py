@@ -1,0 +1,147 @@
+"""Admin pages for LLM runs: launch, watch (htmx polling), cancel, retry failures, resume.
+
+Thin views (STYLE.md 2): a form validates, one service writes, templates get precomputed context.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from annotation.roles import ADMIN, role_required
+
+from . import selectors, services
+from .forms import GenerationRunForm, JudgeRunForm, PreviewForm
+from .models import Run
+
+POLL_SECONDS = 2
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def _run_context(run: Run) -> dict:
+    progress = selectors.run_progress(run=run)
+    return {
+        "run": run,
+        "progress": progress,
+        "percent": f"{progress.percent:.1f}",
+        "throughput": f"{progress.per_second:.1f}",
+        "eta": _duration(progress.eta_s) if run.is_active else "—",
+        "cost": f"{progress.cost_usd:.4f}",
+        "failures": selectors.run_failures(run=run, limit=50),
+        "reasons": selectors.run_failure_reasons(run=run),
+        "poll": run.is_active,
+        "poll_seconds": POLL_SECONDS,
+        "can_cancel": run.status in (Run.Status.PENDING, Run.Status.RUNNING),
+        "can_resume": run.status in (Run.Status.CANCELLED, Run.Status.FAILED)
+        or (run.status == Run.Status.DONE and progress.pending),
+        "can_retry": progress.failed > 0 and run.status != Run.Status.CANCELLING,
+    }
+
+
+@role_required(ADMIN)
+def runs(request: HttpRequest) -> HttpResponse:
+    return render(request, "judging/runs.html", {"runs": list(selectors.runs_list())})
+
+
+@role_required(ADMIN)
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("study", "endpoint", "rater"), pk=pk)
+    template = "judging/_progress.html" if request.htmx else "judging/run.html"
+    return render(request, template, _run_context(run))
+
+
+def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
+    form = form_class(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        try:
+            if kind == Run.Kind.JUDGE:
+                run = services.judge_run_create(
+                    study_id=data.pop("study").id, created_by=request.user, **data
+                )
+                return redirect("judging:run", pk=run.pk)
+            launched = services.generation_runs_create(
+                study_id=data.pop("study").id,
+                endpoints=list(data.pop("endpoints")),
+                created_by=request.user,
+                **data,
+            )
+        except services.RunError as exc:
+            form.add_error(None, str(exc))
+        else:
+            if len(launched) == 1:
+                return redirect("judging:run", pk=launched[0].pk)
+            messages.success(request, f"Launched {len(launched)} generation runs.")
+            return redirect("judging:runs")
+    return render(request, "judging/run_form.html", {"form": form, "kind": kind})
+
+
+@role_required(ADMIN)
+def judge_new(request: HttpRequest) -> HttpResponse:
+    return _launch(request, JudgeRunForm, Run.Kind.JUDGE)
+
+
+@role_required(ADMIN)
+def generation_new(request: HttpRequest) -> HttpResponse:
+    return _launch(request, GenerationRunForm, Run.Kind.GENERATION)
+
+
+@role_required(ADMIN)
+def preview(request: HttpRequest, kind: str) -> HttpResponse:
+    """The exact prompt of one item, for the launch form (htmx) or on its own."""
+    form = PreviewForm(request.GET)
+    context: dict = {"preview": None, "error": ""}
+    if kind not in (Run.Kind.JUDGE, Run.Kind.GENERATION):
+        context["error"] = "unknown run kind"
+    elif form.is_valid():
+        context["preview"] = selectors.prompt_preview(
+            study_id=form.cleaned_data["study"].id,
+            kind=kind,
+            endpoint=form.cleaned_data.get("endpoint"),
+        )
+    else:
+        context["error"] = "Choose a study to preview its prompt."
+    return render(request, "judging/_preview.html", context)
+
+
+def _action(request: HttpRequest, pk: int, action, done: str) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    try:
+        action(run_id=run.pk)
+    except services.RunError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, done)
+    return redirect("judging:run", pk=run.pk)
+
+
+@require_POST
+@role_required(ADMIN)
+def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    return _action(request, pk, services.run_cancel, "Cancelling: workers stop within seconds.")
+
+
+@require_POST
+@role_required(ADMIN)
+def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
+    return _action(request, pk, services.run_resume, "Resumed.")
+
+
+@require_POST
+@role_required(ADMIN)
+def run_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    return _action(
+        request, pk, services.run_retry_failures, "Failed items re-queued and the run resumed."
+    )

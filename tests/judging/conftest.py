@@ -1,0 +1,207 @@
+"""Fixtures for run tests: a study with responses, fake LLM servers, endpoints, a Celery worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.fakes.llm_server import FakeLLMServer
+
+API_KEY = "sk-test-RunKeyThatMustNeverLeak-9876543210abcdef"
+WORKER_REDIS_URL = os.environ.get("TEST_WORKER_REDIS_URL", "redis://127.0.0.1:6379/14")
+LIMITER_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _limiter_redis_db(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rate-limit keys of in-process runs go to the test Redis db, never to db 0.
+    monkeypatch.setenv("JUDGING_RATELIMIT_REDIS_URL", LIMITER_REDIS_URL)
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    from judging import services
+
+    monkeypatch.setattr(services, "RETRY_BASE_DELAY", 0.01)
+
+
+@pytest.fixture(scope="session")
+def fake_llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+def make_study(name: str, *, conversations: int, responders: tuple[str, ...], text=None):
+    """A study with the seed rubric; `text(conversation_index, responder_key)` gives texts."""
+    from annotation.models import Conversation, Response
+    from annotation.services import responders_ensure, study_get_or_create
+
+    study, _ = study_get_or_create(name=name)
+    by_key = responders_ensure(keys=set(responders))
+    made = Conversation.objects.bulk_create(
+        Conversation(
+            study=study,
+            external_id=f"c{i}",
+            context=f"I have been feeling low for weeks and cannot sleep (case {i}).",
+        )
+        for i in range(conversations)
+    )
+    Response.objects.bulk_create(
+        Response(
+            conversation=conversation,
+            responder=by_key[key],
+            text=(text(i, key) if text else f"That sounds hard ({key} {i}). Talk to someone."),
+        )
+        for i, conversation in enumerate(made)
+        for key in responders
+    )
+    return study
+
+
+@pytest.fixture
+def study(db):
+    return make_study("Run test study", conversations=3, responders=("gpt4o", "llama_3"))
+
+
+@pytest.fixture
+def endpoint_factory(db, fake_llm: FakeLLMServer) -> Callable:
+    from judging.models import ModelEndpoint
+
+    def make(provider: str = "openai", **overrides):
+        base_url = (
+            fake_llm.anthropic_base_url if provider == "anthropic" else fake_llm.openai_base_url
+        )
+        options = {
+            "name": f"fake-{provider}-{uuid.uuid4().hex[:6]}",
+            "provider": provider,
+            "model": f"fake-{provider}",
+            "family": "fake",
+            "base_url": base_url,
+            "api_key": API_KEY,
+            "timeout_s": 5.0,
+            "price_input_per_mtok": 2.5,
+            "price_output_per_mtok": 10.0,
+        }
+        options.update(overrides)
+        return ModelEndpoint.objects.create(**options)
+
+    return make
+
+
+# ------------------------------------------------------------------------------ Celery worker
+
+
+def _flush(url: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+class Worker:
+    """A real `celery worker` subprocess on the test database and Redis db 14."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env, self.log = env, log
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> Worker:
+        handle = self.log.open("ab")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "mentalbench",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                "2",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: SIGKILL reaches the pool children
+        )
+        return self
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()  # warm shutdown: the parent lets running tasks finish
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    """Start real workers; the test process sends its tasks to the same Redis db."""
+    from django.conf import settings
+
+    from mentalbench.celery import app
+
+    _flush(WORKER_REDIS_URL)
+    database = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": (
+            f"postgres://{database['USER'] or 'postgres'}@{database['HOST'] or '127.0.0.1'}:"
+            f"{database['PORT'] or 5432}/{database['NAME']}"
+        ),
+        "REDIS_URL": WORKER_REDIS_URL,
+        "JUDGING_RATELIMIT_REDIS_URL": WORKER_REDIS_URL,
+        "JUDGING_LEASE_SECONDS": "4",
+        "DB_CONN_MAX_AGE": "0",
+        "PYTHONUNBUFFERED": "1",
+    }
+    saved = app.conf.broker_url
+    app.conf.broker_url = WORKER_REDIS_URL
+    app._pool = None  # connection pools are built from broker_url on first use
+    app.amqp._producer_pool = None
+    workers: list[Worker] = []
+
+    def start(log_name: str = "worker.log") -> Worker:
+        worker = Worker(env, tmp_path / log_name).start()
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+    app.conf.broker_url = saved
+    app._pool = None
+    app.amqp._producer_pool = None
+    _flush(WORKER_REDIS_URL)
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")

@@ -1,0 +1,460 @@
+"""Judge and generation runs end to end against the fake LLM server over real HTTP.
+
+The work loop (`services.run_work`) runs in the test process here; tests/judging/test_worker.py
+runs it on real Celery workers. No SDK is monkeypatched.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+import pytest
+from django.db import connection
+
+from annotation.models import Rating, Response, Score
+from judging import selectors, services
+from judging.models import ModelEndpoint, Run, RunItem
+from judging.prompts import DEFAULT_RUBRIC, GENERATION_SYSTEM_PROMPT
+from judging.services import Outcome
+from tests.fakes.llm_server import scenario
+
+from .conftest import API_KEY, make_study, wait_for
+
+ATTRIBUTES = [a["name"] for a in DEFAULT_RUBRIC]
+
+
+def marker(name: str, **params: object) -> str:
+    return scenario(name, key=uuid.uuid4().hex[:10], **params)
+
+
+def judge(study, endpoint, **options) -> Run:
+    run = services.judge_run_create(study_id=study.id, endpoint=endpoint, **options)
+    services.run_work(run_id=run.id)
+    run.refresh_from_db()
+    return run
+
+
+def ratings(run: Run) -> list[Rating]:
+    return list(Rating.objects.filter(run=run).prefetch_related("scores").order_by("id"))
+
+
+def study_with_texts(texts: dict[str, str]) -> tuple:
+    """One conversation per text; returns (study, {label: response id})."""
+    labels = list(texts)
+    study = make_study(
+        f"scenario study {uuid.uuid4().hex[:6]}",
+        conversations=len(labels),
+        responders=("gpt4o",),
+        text=lambda i, key: f"Try a regular bedtime. {texts[labels[i]]}",
+    )
+    ids = {
+        labels[int(r.conversation.external_id[1:])]: r.id
+        for r in Response.objects.filter(conversation__study=study).select_related("conversation")
+    }
+    return study, ids
+
+
+# ------------------------------------------------------------------------------ judge runs
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_judge_run_stores_one_complete_rating_per_item_and_repeat(
+    study, endpoint_factory, fake_llm, provider
+):
+    endpoint = endpoint_factory(provider)
+    run = judge(study, endpoint, repeats=2, temperature=0.5)
+    assert run.status == Run.Status.DONE and run.finished_at
+    stored = ratings(run)
+    assert len(stored) == 6 * 2
+    assert {(r.response_id, r.repeat) for r in stored} == {
+        (response.id, k)
+        for response in Response.objects.filter(conversation__study=study)
+        for k in (0, 1)
+    }
+    for rating in stored:
+        assert rating.status == Rating.Status.COMPLETE and rating.source == Rating.Source.JUDGE
+        assert rating.rater == run.rater and rating.rater.kind == "judge"
+        assert sorted(s.attribute.name for s in rating.scores.all()) == sorted(ATTRIBUTES)
+        assert rating.raw_output and rating.rationale and rating.overall is not None
+    progress = selectors.run_progress(run=run)
+    assert (progress.total, progress.done, progress.failed, progress.pending) == (12, 12, 0, 0)
+    assert progress.input_tokens > 12 * 100 and progress.output_tokens > 0
+    expected_cost = (progress.input_tokens * 2.5 + progress.output_tokens * 10.0) / 1e6
+    assert progress.cost_usd == pytest.approx(expected_cost)
+
+
+def test_judge_request_uses_the_study_rubric_prompt_and_json_mode(
+    study, endpoint_factory, fake_llm
+):
+    endpoint = endpoint_factory("openai")
+    run = judge(study, endpoint, subset="sample", sample_size=1, temperature=0.3, max_tokens=700)
+    (item,) = RunItem.objects.filter(run=run)
+    sent = [r for r in fake_llm.requests if item.response.text in str(r.body)][-1].body
+    system, user = services.item_messages(
+        item=item, rubric=services.study_rubric(study_id=study.id)
+    )
+    assert sent["messages"] == [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user},
+    ]
+    assert '"Guidance": X' in system and item.response.conversation.context in user
+    assert sent["response_format"] == {"type": "json_object"}
+    assert sent["temperature"] == 0.3 and sent["max_completion_tokens"] == 700
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_judge_output_variants_are_parsed_or_recorded_as_failures(
+    endpoint_factory, fake_llm, provider
+):
+    study, ids = study_with_texts(
+        {
+            "fenced": marker("fenced"),
+            "prose": marker("prose"),
+            "fraction": marker("fraction"),
+            "think": marker("think"),
+            "think_unopened": marker("think_unopened"),
+            "reasoning_field": marker("reasoning_field"),
+            "malformed": marker("malformed"),
+            "missing_keys": marker("missing_keys", drop=2),
+            "truncated": marker("truncated"),
+            "think_truncated": marker("think_truncated"),
+        }
+    )
+    run = judge(study, endpoint_factory(provider), max_output_attempts=2)
+    by_label = {
+        label: Rating.objects.prefetch_related("scores").get(run=run, response_id=response_id)
+        for label, response_id in ids.items()
+    }
+    items = {i.response_id: i for i in RunItem.objects.filter(run=run)}
+    # "malformed" is broken JSON whose attribute: value pairs are each unambiguous; the parser
+    # accepts those (and only those), so it is rated.
+    valid = (
+        "fenced",
+        "prose",
+        "fraction",
+        "think",
+        "think_unopened",
+        "reasoning_field",
+        "malformed",
+    )
+    for label in valid:
+        rating = by_label[label]
+        assert rating.status == Rating.Status.COMPLETE, (label, rating.error)
+        assert rating.scores.count() == len(ATTRIBUTES)
+        assert items[ids[label]].status == RunItem.Status.DONE
+    expected = {
+        "missing_keys": "missing Helpfulness, Understanding",
+        "truncated": "cut off by the token limit",
+        "think_truncated": "only <think> reasoning",
+    }
+    for label, reason in expected.items():
+        rating, item = by_label[label], items[ids[label]]
+        assert rating.status == Rating.Status.INVALID, label
+        assert rating.scores.count() == 0  # never a guessed score
+        assert rating.raw_output  # the raw text is always kept
+        assert reason in rating.error and reason in item.last_error, (label, rating.error)
+        assert item.status == RunItem.Status.FAILED
+        assert item.requests == 2  # re-asked up to max_output_attempts
+        assert "attempt 1:" in item.last_error and "attempt 2:" in item.last_error
+    progress = selectors.run_progress(run=run)
+    assert (progress.done, progress.failed) == (7, 3)
+
+
+def test_429_with_retry_after_500_and_timeouts_are_retried_inside_one_item(
+    endpoint_factory, fake_llm
+):
+    study, ids = study_with_texts(
+        {
+            "429": marker("429", n=2, retry_after=0.2),
+            "500": marker("500", n=1),
+            "slow": marker("slow", n=1, delay=3),
+        }
+    )
+    started = time.monotonic()
+    run = judge(study, endpoint_factory("openai", timeout_s=0.5))
+    assert time.monotonic() - started < 10
+    items = {i.response_id: i for i in RunItem.objects.filter(run=run)}
+    assert items[ids["429"]].requests == 3
+    assert items[ids["500"]].requests == 2
+    assert items[ids["slow"]].requests == 2
+    assert all(i.status == RunItem.Status.DONE for i in items.values())
+    assert Rating.objects.filter(run=run, status=Rating.Status.COMPLETE).count() == 3
+
+
+def test_the_run_rate_limit_spaces_requests_across_the_run(study, endpoint_factory, fake_llm):
+    endpoint = endpoint_factory("openai")
+    run = services.judge_run_create(
+        study_id=study.id, endpoint=endpoint, rate_limit=10, concurrency=32
+    )
+    started = time.monotonic()
+    services.run_work(run_id=run.id)
+    assert time.monotonic() - started >= 0.45  # 6 requests at 10/s: 5 gaps of 0.1 s
+    assert Rating.objects.filter(run=run).count() == 6
+
+
+def test_persistent_server_errors_fail_the_item_with_the_reason_and_no_rating(
+    endpoint_factory, fake_llm
+):
+    study, ids = study_with_texts({"bad": marker("500", n="all", status=503), "ok": "fine"})
+    run = judge(study, endpoint_factory("anthropic"))
+    failed = RunItem.objects.get(run=run, response_id=ids["bad"])
+    assert failed.status == RunItem.Status.FAILED
+    assert "HTTP 503" in failed.last_error and "gave up after 5 attempts" in failed.last_error
+    assert not Rating.objects.filter(run=run, response_id=ids["bad"]).exists()
+    assert run.status == Run.Status.DONE
+    assert selectors.run_failure_reasons(run=run)[0]["count"] == 1
+
+
+def test_bad_api_key_stops_the_run_and_never_shows_the_key(
+    study, endpoint_factory, fake_llm, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    endpoint = endpoint_factory("openai")
+    study_texts, ids = study_with_texts({"a": marker("401"), "b": marker("500", n=1)})
+    run = judge(study_texts, endpoint)
+    assert run.status == Run.Status.FAILED
+    assert "HTTP 401" in run.error and API_KEY not in run.error
+    assert API_KEY not in caplog.text
+    assert API_KEY not in "".join(
+        RunItem.objects.filter(run=run).values_list("last_error", flat=True)
+    )
+    # The 401 item is not failed: fixing the key and resuming rates it.
+    assert not RunItem.objects.filter(run=run, status=RunItem.Status.FAILED).exists()
+
+
+def test_key_from_environment_variable(study, endpoint_factory, fake_llm, monkeypatch):
+    endpoint = endpoint_factory("openai", api_key="", api_key_env="MB_TEST_JUDGE_KEY")
+    run = judge(study, endpoint, subset="sample", sample_size=2)
+    assert run.status == Run.Status.FAILED
+    assert "MB_TEST_JUDGE_KEY" in run.error and "not set" in run.error
+    monkeypatch.setenv("MB_TEST_JUDGE_KEY", "sk-from-env-0123456789")
+    services.run_resume(run_id=run.id)
+    services.run_work(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE and Rating.objects.filter(run=run).count() == 2
+
+
+def test_subsets_and_self_preference_exclusion(study, endpoint_factory, fake_llm):
+    from annotation.models import Rater
+    from annotation.services import clinician_rater_get_or_create
+
+    # A judge of the gpt-4o family never rates gpt4o responses (the paper's exclusion).
+    own = endpoint_factory("openai", name="gpt-4o judge", family="openai-gpt4o")
+    run = judge(study, own, subset="sample", sample_size=2, sample_seed=7)
+    rated = set(Rating.objects.filter(run=run).values_list("response__responder__key", flat=True))
+    assert rated == {"llama_3"}
+    # "unrated": only what this judge has not rated yet.
+    rest = judge(study, own, subset="unrated")
+    assert RunItem.objects.filter(run=rest).count() == 1
+    # A sample is reproducible from its seed.
+    other = endpoint_factory("openai")
+    first = services.judge_targets(
+        study_id=study.id,
+        rater=services.judge_rater_for_endpoint(endpoint=other),
+        subset="sample",
+        sample_size=3,
+        sample_seed=1,
+    )
+    again = services.judge_targets(
+        study_id=study.id,
+        rater=Rater.objects.get(name=other.name),
+        subset="sample",
+        sample_size=3,
+        sample_seed=1,
+    )
+    assert first == again and len(first) == 3
+    # "clinician": only responses a clinician has rated.
+    clinician = clinician_rater_get_or_create(name="dr test")
+    response = Response.objects.filter(conversation__study=study).first()
+    Rating.objects.create(rater=clinician, response=response, status="complete", source="form")
+    run = judge(study, other, subset="clinician")
+    assert list(RunItem.objects.filter(run=run).values_list("response_id", flat=True)) == [
+        response.id
+    ]
+
+
+def test_running_the_work_again_stores_nothing_twice(study, endpoint_factory, fake_llm):
+    run = judge(study, endpoint_factory("openai"))
+    before = fake_llm.counts.total() if hasattr(fake_llm.counts, "total") else None
+    run.status = Run.Status.RUNNING
+    run.save(update_fields=["status"])
+    services.run_work(run_id=run.id)  # a redelivered task
+    assert Rating.objects.filter(run=run).count() == 6
+    assert Score.objects.filter(rating__run=run).count() == 6 * len(ATTRIBUTES)
+    if before is not None:
+        assert fake_llm.counts.total() == before  # nothing was asked again
+
+
+def test_a_stolen_claim_cannot_store(study, endpoint_factory, monkeypatch):
+    """A worker whose lease ran out stores nothing; the new owner stores exactly once."""
+    endpoint = endpoint_factory("openai")
+    run = services.judge_run_create(
+        study_id=study.id, endpoint=endpoint, subset="sample", sample_size=1
+    )
+    plan = services._Plan.load(run)
+    (slow,) = services.items_claim(run_id=run.id, token="slow-worker", limit=10)
+    monkeypatch.setattr(services, "LEASE_SECONDS", 0.0)
+    (taker,) = services.items_claim(run_id=run.id, token="new-worker", limit=10)
+    assert taker.id == slow.id and taker.attempts == 2
+    parse = services.parse_judge_output(
+        '{"Guidance": 4, "Informativeness": 4, "Relevance": 4, "Safety": 5, "Empathy": 4, '
+        '"Helpfulness": 3, "Understanding": 4, "Overall": 4, "Explanation": "ok"}',
+        ATTRIBUTES,
+    )
+    outcome = Outcome(raw_output="{...}", parse=parse)
+    assert (
+        services.judge_item_store(item=slow, token="slow-worker", outcome=outcome, plan=plan)
+        is False
+    )
+    assert services.judge_item_store(item=taker, token="new-worker", outcome=outcome, plan=plan)
+    # The same result delivered twice (a redelivered chunk) is stored once.
+    assert (
+        services.judge_item_store(item=taker, token="new-worker", outcome=outcome, plan=plan)
+        is False
+    )
+    assert Rating.objects.filter(run=run).count() == 1
+    assert Score.objects.filter(rating__run=run).count() == len(ATTRIBUTES)
+
+
+def test_retry_failures_replaces_the_invalid_rating(endpoint_factory, fake_llm):
+    study, ids = study_with_texts({"bad": marker("missing_keys"), "ok": "fine"})
+    endpoint = endpoint_factory("openai")
+    run = judge(study, endpoint, max_output_attempts=1)
+    assert Rating.objects.get(run=run, response_id=ids["bad"]).status == Rating.Status.INVALID
+    # The server is "fixed": the malformed marker is gone from the response text.
+    Response.objects.filter(id=ids["bad"]).update(text="Try a regular bedtime. fixed")
+    assert services.run_retry_failures(run_id=run.id) == 1
+    services.run_work(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE
+    rating = Rating.objects.get(run=run, response_id=ids["bad"])
+    assert rating.status == Rating.Status.COMPLETE and rating.scores.count() == len(ATTRIBUTES)
+    assert Rating.objects.filter(run=run).count() == 2
+
+
+def test_offline_vllm_is_refused_for_judging(study, endpoint_factory):
+    endpoint = endpoint_factory("vllm_offline", base_url="")
+    with pytest.raises(services.RunError, match="generation runs"):
+        services.judge_run_create(study_id=study.id, endpoint=endpoint)
+
+
+# ------------------------------------------------------------------------------ cancel/resume
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_within_seconds_and_resume_finishes_exactly_once(endpoint_factory):
+    from tests.fakes.llm_server import FakeLLMServer
+
+    with FakeLLMServer(delay=0.3) as slow_server:
+        study = make_study("cancel study", conversations=100, responders=("gpt4o", "llama_3"))
+        endpoint = endpoint_factory("openai", base_url=slow_server.openai_base_url)
+        run = services.judge_run_create(study_id=study.id, endpoint=endpoint, concurrency=8)
+
+        def work() -> None:
+            try:
+                services.run_work(run_id=run.id)
+            finally:
+                connection.close()
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        wait_for(
+            lambda: RunItem.objects.filter(run=run, status="done").count() >= 8,
+            timeout=20,
+            what="the first results",
+        )
+        services.run_cancel(run_id=run.id)
+        cancelled_at = time.monotonic()
+        worker.join(timeout=10)
+        assert not worker.is_alive()
+        assert time.monotonic() - cancelled_at < 3.0
+        run.refresh_from_db()
+        assert run.status == Run.Status.CANCELLED
+        assert not RunItem.objects.filter(run=run, status="running").exists()
+        done_before = RunItem.objects.filter(run=run, status="done").count()
+        assert 8 <= done_before < 200
+        assert Rating.objects.filter(run=run).count() == done_before
+
+        services.run_resume(run_id=run.id)
+        run.refresh_from_db()
+        assert run.status == Run.Status.RUNNING
+        endpoint.timeout_s = 10
+        run.concurrency = 100
+        run.save(update_fields=["concurrency"])
+        services.run_work(run_id=run.id)
+        run.refresh_from_db()
+        assert run.status == Run.Status.DONE
+        assert Rating.objects.filter(run=run).count() == 200
+        assert (
+            Rating.objects.filter(run=run).values("response_id", "repeat").distinct().count() == 200
+        )
+
+
+# ------------------------------------------------------------------------------ generation
+
+
+def test_generation_run_stores_answers_with_metadata(endpoint_factory, fake_llm):
+    study = make_study(f"generation {uuid.uuid4().hex[:6]}", conversations=4, responders=("gpt4o",))
+    contexts = {
+        "c0": "I feel anxious all the time.",
+        "c1": "I cannot sleep. " + marker("think"),
+        "c2": "Work is too much. " + marker("think_truncated"),
+        "c3": "I feel alone. " + marker("reasoning_field"),
+    }
+    for conversation in study.conversations.all():
+        conversation.context = contexts[conversation.external_id]
+        conversation.save(update_fields=["context"])
+    endpoint = endpoint_factory("openai_compatible", name="qwen3 fake", family="qwen")
+    (run,) = services.generation_runs_create(study_id=study.id, endpoints=[endpoint])
+    assert (run.temperature, run.max_tokens) == (0.7, 512)  # the paper's generation settings
+    services.run_work(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE
+    stored = {
+        r.conversation.external_id: r
+        for r in Response.objects.filter(responder=run.responder).select_related("conversation")
+    }
+    assert set(stored) == {"c0", "c1", "c3"}
+    plain = stored["c0"]
+    assert plain.text and not plain.truncated
+    meta = plain.metadata
+    assert meta["run_id"] == run.id and meta["finish_reason"] == "stop"
+    assert meta["input_tokens"] > 0 and meta["output_tokens"] > 0 and meta["latency_s"] > 0
+    assert "<think>" not in stored["c1"].text and stored["c1"].metadata["thinking"]
+    assert stored["c3"].metadata["thinking"]  # a separate reasoning channel is kept too
+    failed = RunItem.objects.get(run=run, conversation__external_id="c2")
+    assert failed.status == "failed" and "cut off by the token limit" in failed.last_error
+    sent = fake_llm.requests_for(contexts["c1"].split(" ", 3)[-1])[0].body
+    assert sent["messages"][0] == {"role": "system", "content": GENERATION_SYSTEM_PROMPT}
+    assert sent["temperature"] == 0.7 and sent["max_tokens"] == 512
+    # Generation again produces only what is missing: nothing new except the failed one.
+    again = services.generation_run_create(study_id=study.id, endpoint=endpoint)
+    assert RunItem.objects.filter(run=again).count() == 1
+
+
+def test_generation_marks_answers_cut_by_the_token_limit(study, endpoint_factory, fake_llm):
+    endpoint = endpoint_factory("anthropic", name="haiku fake", family="anthropic")
+    run = services.generation_run_create(study_id=study.id, endpoint=endpoint, max_tokens=20)
+    services.run_work(run_id=run.id)
+    answers = Response.objects.filter(responder=run.responder)
+    assert answers.count() == 3
+    assert all(r.truncated and r.metadata["finish_reason"] == "length" for r in answers)
+
+
+def test_offline_vllm_generation_without_vllm_fails_the_run_with_the_reason(
+    study, endpoint_factory
+):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    endpoint = endpoint_factory("vllm_offline", base_url="", model="Qwen/Qwen2.5-7B-Instruct")
+    run = services.generation_run_create(study_id=study.id, endpoint=endpoint)
+    services.run_work(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and "'vllm' package" in run.error
+    assert RunItem.objects.filter(run=run, status="pending").count() == 3  # resumable later
+    assert ModelEndpoint.objects.filter(id=endpoint.id).exists()
