@@ -93,12 +93,14 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium(django_db_setup):
     """Debian's chromium driven by Playwright (no browser download is possible here).
 
-    Depends on django_db_setup: Playwright's sync API runs an event loop in this thread, after
-    which Django refuses to create the test database from it.
+    Module-scoped: Playwright's sync API parks an event loop in this thread for as long as it
+    runs, and while it does Django refuses database setup and asyncio.run refuses to start
+    (provider and run tests use both). Closing it after each browser module clears the loop.
+    Depends on django_db_setup so the test database exists before the loop starts.
     """
     if not CHROMIUM.exists():
         if os.environ.get("CI"):
@@ -106,7 +108,10 @@ def chromium(django_db_setup):
         pytest.skip("browser tests need Debian's chromium: apt-get install -y chromium")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+    # While the browser lives, the ORM (tests, live_server's database flush) runs in this thread
+    # beside Playwright's parked loop, which Django's async-unsafe guard would refuse.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
@@ -114,9 +119,7 @@ def chromium(django_db_setup):
 
 @pytest.fixture
 def page(chromium, live_server):
-    """A fresh browser context per test; Playwright's sync API needs Django's async-unsafe
-    guard relaxed because it runs an event loop in this thread."""
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    """A fresh browser context per test."""
     context = chromium.new_context(
         base_url=live_server.url, viewport={"width": 1280, "height": 900}
     )
