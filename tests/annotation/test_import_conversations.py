@@ -79,8 +79,10 @@ def test_csv_import_creates_conversations_responses_and_conditions(tmp_path):
 def test_reimport_of_the_same_file_duplicates_nothing(tmp_path):
     path = write_csv(tmp_path / "d.csv", sample_rows(4))
     run("--study", "S", str(path))
-    study_rows = (Conversation.objects.filter(study__name="S"),
-                  Response.objects.filter(conversation__study__name="S"))
+    study_rows = (
+        Conversation.objects.filter(study__name="S"),
+        Response.objects.filter(conversation__study__name="S"),
+    )
     before = tuple(q.count() for q in study_rows)
     run("--study", "S", str(path))
     assert tuple(q.count() for q in study_rows) == before == (4, 40)
