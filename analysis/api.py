@@ -83,15 +83,8 @@ REPORT_PARAMETERS = [
     OpenApiParameter("clinician", str, description="this clinician as human reference"),
     OpenApiParameter("judge", str, many=True, description="only these judges"),
 ]
-TABLES = (
-    "reliability",
-    "human_means",
-    "ranking",
-    "interrater",
-    "calibration",
-    "rouge",
-    "rouge_correlation",
-)
+# The tables a report can return are the selector's; the API offers exactly those.
+TABLES = StudyReport.TABLES
 
 
 def _int(request: Request, name: str, default: int, low: int, high: int) -> int:

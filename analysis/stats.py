@@ -29,19 +29,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as sps
 
+from annotation.rubric import ATTRIBUTE_NAMES
+
 FloatArray = NDArray[np.float64]
 SeedLike = int | np.random.Generator | None
 
-#: The seven rating attributes in the paper's column order [MB100k §4, Appendix B].
-ATTRIBUTES: tuple[str, ...] = (
-    "Guidance",
-    "Informativeness",
-    "Relevance",
-    "Safety",
-    "Empathy",
-    "Helpfulness",
-    "Understanding",
-)
+#: The seven rating attributes in the paper's column order [MB100k §4, Appendix B]; the seed
+#: rubric (annotation/rubric.py, plain data) is their one definition.
+ATTRIBUTES: tuple[str, ...] = tuple(ATTRIBUTE_NAMES)
 
 #: Cognitive Support Score and Affective Resonance Score groups [MB100k §4.1, Appendix B].
 COMPOSITE_GROUPS: Mapping[str, tuple[str, ...]] = {
