@@ -208,3 +208,28 @@ def status_thresholds() -> str:
         f"GR: width ≤ {stats.STATUS_GOOD_MAX_WIDTH}, MR: ≤ {stats.STATUS_MODERATE_MAX_WIDTH}, "
         "PR: wider"
     )
+
+
+def max_repetition_bars(repetition: pd.DataFrame) -> dict:
+    """Distortion runs: share of items whose most repeated label appears in r of N runs,
+    one bar group per configuration ([CD] Figure 2)."""
+    values = _records(repetition, ["configuration", "max_repetition", "proportion", "items"])
+    spec = _base("Maximum repetition of any label across runs (Figure 2)", values)
+    spec.update(
+        {
+            "height": 220,
+            "mark": {"type": "bar", "tooltip": True},
+            "encoding": {
+                "x": {"field": "max_repetition", "type": "ordinal", "title": "max repetition r"},
+                "xOffset": {"field": "configuration"},
+                "y": {
+                    "field": "proportion",
+                    "type": "quantitative",
+                    "title": "share of items",
+                    "axis": {"format": "%"},
+                },
+                "color": {"field": "configuration", "type": "nominal"},
+            },
+        }
+    )
+    return spec

@@ -44,3 +44,36 @@ class ReportFilterForm(forms.Form):
             seed=data.get("seed") or 0,
             as_published=bool(data.get("as_published")),
         )
+
+
+class ConsensusForm(forms.Form):
+    """The distortion dashboard's consensus threshold: labels in at least k of N runs."""
+
+    k = forms.IntegerField(
+        required=False, min_value=1, max_value=100, label="k (runs a label needs)"
+    )
+    seed = forms.IntegerField(required=False, min_value=0, initial=0, label="split seed")
+
+
+class KappaF1Form(forms.Form):
+    KINDS = [
+        ("", "detect from the file"),
+        ("binary", "binary"),
+        ("multiclass", "multi-class"),
+        ("multilabel", "multi-label (cells separated by ; or |)"),
+    ]
+    file = forms.FileField(help_text="CSV with columns `true` and `predicted`")
+    kind = forms.ChoiceField(choices=KINDS, required=False)
+    labels = forms.CharField(
+        required=False,
+        max_length=2000,
+        help_text="optional: the label set, comma-separated (every cell must use it)",
+    )
+    n_sim = forms.IntegerField(
+        min_value=10, max_value=10000, initial=1000, label="simulated random assignments"
+    )
+    seed = forms.IntegerField(min_value=0, initial=0)
+
+    def label_list(self) -> list[str] | None:
+        names = [x.strip() for x in self.cleaned_data.get("labels", "").split(",") if x.strip()]
+        return names or None

@@ -9,4 +9,16 @@ urlpatterns = [
     path("studies/<int:study_id>/", views.dashboard, name="dashboard"),
     path("studies/<int:study_id>/tables/<slug:name>.csv", views.table_csv, name="table_csv"),
     path("studies/<int:study_id>/ratings.csv", views.ratings_csv, name="ratings_csv"),
+    path("distortions/kappa-f1/", views.kappa_f1, name="kappa_f1"),
+    path("distortions/<int:study_id>/", views.distortion_dashboard, name="distortions"),
+    path(
+        "distortions/<int:study_id>/tables/<slug:name>.csv",
+        views.distortion_table_csv,
+        name="distortion_table_csv",
+    ),
+    path(
+        "distortions/<int:study_id>/runs/<int:run_id>/labels.csv",
+        views.distortion_labels_csv,
+        name="distortion_labels_csv",
+    ),
 ]

@@ -7,6 +7,8 @@ templates get precomputed rows and Vega-Lite specs and run no queries.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from dataclasses import dataclass
 
@@ -17,9 +19,10 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
-from analysis import charts
+from analysis import charts, distortions
+from analysis.distortion_selectors import consensus_export_rows, distortion_report
 from analysis.export import ExportCount, long_csv, wide_csv
-from analysis.forms import ReportFilterForm
+from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
 from analysis.models import ExportLog
 from analysis.selectors import StudyReport, filter_choices, study_report
 from analysis.services import export_log_create, export_log_finish, export_logged
@@ -253,3 +256,176 @@ def ratings_csv(request: HttpRequest, study_id: int) -> StreamingHttpResponse:
     )
     response["Content-Disposition"] = f'attachment; filename="{slugify(study.name)}-{what}.csv"'
     return response
+
+
+# --- Cognitive-distortion labelling (issue 6) ----------------------------------------------------
+
+DISTORTION_TABLES: dict[str, TableSpec] = {
+    "repetition": TableSpec(
+        "Maximum repetition of any label across the N runs (Figure 2)",
+        (),
+        "Share of items whose most frequent label appears in exactly r runs, and in r or more.",
+    ),
+    "fleiss": TableSpec(
+        "Fleiss' kappa per label across runs and the average (Tables 2 and 7)",
+        (),
+        "Each label as present/absent across the N runs; items with a failed run are left out; "
+        "the average is over labels with a defined kappa.",
+    ),
+    "consensus": TableSpec(
+        "Final labels per message (Appendix G)",
+        (),
+        "Labels in at least k of N runs; otherwise 'not sure if distortion' when some run said "
+        "No Distortion, else 'not sure which distortion'. 'Others' counts only when alone.",
+    ),
+    "distribution": TableSpec("Distribution of final labels (Table 8)", ()),
+    "agreement": TableSpec(
+        "Agreement of the final labels with each clinician",
+        (),
+        "Mean Cohen's kappa over labels; joint probability of agreement as the same label set "
+        "(exact), the same first label (dominant) or any label in common (overlap). Items with "
+        "an ambiguous final label are excluded.",
+    ),
+    "agreement_labels": TableSpec("Cohen's kappa per label, final labels vs each clinician", ()),
+    "others": TableSpec("Out-of-list labels, as written (counted as 'Others')", ()),
+}
+
+
+def _distortion_study(study_id: int) -> Study:
+    return get_object_or_404(Study, pk=study_id, kind=Study.Kind.DISTORTION_LABELLING)
+
+
+def _distortion_present(name: str, df: pd.DataFrame) -> dict:
+    spec = DISTORTION_TABLES[name]
+    rows = [[_cell(v) for v in row] for row in df.itertuples(index=False)]
+    return {
+        "name": name,
+        "title": spec.title,
+        "note": spec.note,
+        "columns": list(df.columns),
+        "rows": rows,
+    }
+
+
+def _consensus_k(request: HttpRequest) -> tuple[ConsensusForm, int | None, int]:
+    form = ConsensusForm(request.GET or None)
+    if form.is_valid():
+        return form, form.cleaned_data.get("k"), form.cleaned_data.get("seed") or 0
+    return form, None, 0
+
+
+@require_GET
+@role_required(RESEARCHER)
+def distortion_dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = _distortion_study(study_id)
+    form, k, _ = _consensus_k(request)
+    report = distortion_report(study=study, k=k)
+    tables = {name: _distortion_present(name, report.table(name)) for name in DISTORTION_TABLES}
+    repetition = report.table("repetition")
+    chart_specs = (
+        [{"id": "spec-figure2", "spec": charts.max_repetition_bars(repetition)}]
+        if not repetition.empty
+        else []
+    )
+    context = {
+        "study": study,
+        "form": form,
+        "report": report,
+        "tables": tables,
+        "chart_specs": chart_specs,
+        "query": request.GET.urlencode(),
+        "n_clinician_labels": sum(len(v) for v in report.clinicians.values()),
+    }
+    return render(request, "analysis/distortions.html", context)
+
+
+@require_GET
+@role_required(RESEARCHER)
+def distortion_table_csv(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
+    study = _distortion_study(study_id)
+    if name not in DISTORTION_TABLES:
+        return HttpResponse(status=404)
+    _, k, _ = _consensus_k(request)
+    table = distortion_report(study=study, k=k).table(name)
+    log = export_log_create(
+        user=request.user,
+        study=study,
+        channel=ExportLog.Channel.WEB,
+        what=f"distortion-table:{name}",
+        params=dict(request.GET.lists()),
+    )
+    export_log_finish(log=log, rows=len(table))
+    response = HttpResponse(table.to_csv(index=False), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = (
+        f'attachment; filename="{slugify(study.name)}-distortions-{name}.csv"'
+    )
+    return response
+
+
+@require_GET
+@role_required(RESEARCHER)
+def distortion_labels_csv(request: HttpRequest, study_id: int, run_id: int) -> HttpResponse:
+    """One configuration's final labels with the stratified 70/15/15 split column."""
+    study = _distortion_study(study_id)
+    _, k, seed = _consensus_k(request)
+    report = distortion_report(study=study, k=k)
+    try:
+        header, rows = consensus_export_rows(report=report, run_id=run_id, seed=seed)
+    except ValueError:
+        return HttpResponse(status=404)
+    log = export_log_create(
+        user=request.user,
+        study=study,
+        channel=ExportLog.Channel.WEB,
+        what="distortion-labels",
+        params={"run": run_id, "k": k, "seed": seed},
+    )
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(rows)
+    export_log_finish(log=log, rows=len(rows))
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = (
+        f'attachment; filename="{slugify(study.name)}-run{run_id}-labels.csv"'
+    )
+    return response
+
+
+@role_required(RESEARCHER)
+def kappa_f1(request: HttpRequest) -> HttpResponse:
+    """Upload a classifier's predictions; get weighted F1, F1_random, κ_F1 and the simulated
+    baseline (§5.2–5.3, Appendix J). Nothing is stored."""
+    form = KappaF1Form(request.POST or None, request.FILES or None)
+    context: dict = {"form": form, "result": None}
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        text = io.TextIOWrapper(upload.file, encoding="utf-8-sig", newline="")
+        try:
+            y_true, y_pred, kind, labels = distortions.read_predictions_csv(
+                text, kind=form.cleaned_data["kind"] or None, labels=form.label_list()
+            )
+            result = distortions.kappa_f1_report(
+                y_true,
+                y_pred,
+                kind=kind,
+                labels=labels,
+                n_sim=form.cleaned_data["n_sim"],
+                seed=form.cleaned_data["seed"],
+            )
+        except ValueError as exc:
+            form.add_error("file", str(exc))
+        else:
+            context["result"] = result
+            context["file_name"] = upload.name
+            context["numbers"] = [
+                ("Items", str(result.n_items)),
+                ("Weighted F1", _cell(result.f1)),
+                ("F1_random = Σ p_c² (closed form)", _cell(result.f1_random)),
+                ("κ_F1 = (F1 − F1_random) / (1 − F1_random)", _cell(result.kappa_f1)),
+                (f"Simulated random F1 (mean of {result.n_sim})", _cell(result.sim_mean)),
+                ("Simulated SD", _cell(result.sim_sd)),
+                ("Simulated − closed form, in standard errors", _cell(result.sim_z)),
+            ]
+            context["proportions"] = [(k, _cell(v)) for k, v in result.proportions.items()]
+    return render(request, "analysis/kappa_f1.html", context)

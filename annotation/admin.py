@@ -8,7 +8,10 @@ from .models import (
     Attribute,
     AttributeLevel,
     Conversation,
+    DistortionLabel,
     ImportLog,
+    LabelAnnotation,
+    LabelChange,
     Rater,
     Rating,
     RatingChange,
@@ -44,11 +47,25 @@ class RubricAdmin(admin.ModelAdmin):
     inlines = [AttributeInline]
 
 
+class DistortionLabelInline(admin.TabularInline):
+    """Shown, not edited here: stored labels name these entries (see distortion_labels_set)."""
+
+    model = DistortionLabel
+    extra = 0
+    fields = ["position", "name", "prompt_label", "definition", "example"]
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "rubric", "created_at", "import_link"]
+    list_display = ["name", "kind", "label_scheme", "rubric", "created_at", "import_link"]
     list_filter = ["kind"]
     search_fields = ["name"]
+    inlines = [DistortionLabelInline]
 
     @admin.display(description="import")
     def import_link(self, obj: Study) -> str:
@@ -160,6 +177,25 @@ class RatingChangeAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class LabelChangeInline(admin.TabularInline):
+    model = LabelChange
+    extra = 0
+    fields = ["field", "old_value", "new_value", "changed_by", "changed_at"]
+    readonly_fields = fields
+    can_delete = False
+
+
+@admin.register(LabelAnnotation)
+class LabelAnnotationAdmin(admin.ModelAdmin):
+    list_display = [
+        "id", "rater", "conversation", "run", "repeat", "status", "source", "labels", "updated_at",
+    ]  # fmt: skip
+    list_filter = ["status", "source", "rater"]
+    raw_id_fields = ["conversation", "assignment", "run"]
+    list_select_related = ["rater", "conversation__study"]
+    inlines = [LabelChangeInline]
 
 
 @admin.register(ImportLog)

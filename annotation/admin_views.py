@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from .forms import AssignForm, InviteForm, RaterChoiceForm
 from .models import Assignment, Study
 from .roles import ADMIN, role_required
-from .selectors import assignments_for_admin, clinician_progress, rating_changes
+from .selectors import assignments_for_admin, clinician_progress, label_changes, rating_changes
 from .services import (
     assignment_is_stale,
     assignment_reassign,
@@ -152,6 +152,29 @@ def reset_link(request: HttpRequest, pk: int) -> HttpResponse:
 def audit(request: HttpRequest) -> HttpResponse:
     study = _study(request)
     changes = rating_changes(study=study)
+    labels = label_changes(study=study)
+    if request.GET.get("format") == "labels-csv":
+        response = HttpResponse(content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="label-changes.csv"'
+        writer = csv.writer(response)
+        writer.writerow(
+            ["changed_at", "changed_by", "study", "conversation", "rater", "field", "old", "new"]
+        )
+        for c in labels.iterator(chunk_size=2000):
+            conversation = c.annotation.conversation
+            writer.writerow(
+                [
+                    c.changed_at.isoformat(),
+                    c.changed_by.get_username() if c.changed_by else "",
+                    conversation.study.name,
+                    conversation.external_id,
+                    c.annotation.rater.name,
+                    c.field,
+                    c.old_value,
+                    c.new_value,
+                ]
+            )
+        return response
     if request.GET.get("format") == "csv":
         response = HttpResponse(content_type="text/csv")
         response["Content-Disposition"] = 'attachment; filename="rating-changes.csv"'
@@ -195,6 +218,8 @@ def audit(request: HttpRequest) -> HttpResponse:
         {
             "changes": changes[:500],
             "total": changes.count(),
+            "label_changes": labels[:500],
+            "label_total": labels.count(),
             "study": study,
             "studies": Study.objects.all(),
         },

@@ -13,6 +13,19 @@ class ImportForm(forms.Form):
         queryset=Study.objects.all(), required=False, help_text="an existing study…"
     )
     new_study = forms.CharField(required=False, max_length=200, help_text="…or a new study name")
+    new_study_kind = forms.ChoiceField(
+        choices=Study.Kind.choices,
+        required=False,
+        initial=Study.Kind.RESPONSE_RATING,
+        label="New study kind",
+        help_text="for a new study: distortion labelling needs only a `context` column",
+    )
+    label_scheme = forms.ChoiceField(
+        choices=Study.LabelScheme.choices,
+        required=False,
+        initial=Study.LabelScheme.RANKED,
+        help_text="for a new distortion study (the paper's ranked or multi-label prompt)",
+    )
     kind = forms.ChoiceField(choices=KINDS)
     judge_name = forms.CharField(
         required=False, max_length=200, help_text="for a judge workbook, e.g. claude-3.7-sonnet"
@@ -43,6 +56,29 @@ class ScoreSaveForm(forms.Form):
             raise forms.ValidationError("a score needs a value")
         if data.get("attribute") is None and "rationale" not in self.data:
             raise forms.ValidationError("send a score or a rationale")
+        return data
+
+
+class LabelSaveForm(forms.Form):
+    """One autosave from the labelling page: the whole selection (ranked or multi)."""
+
+    dominant = forms.CharField(required=False, max_length=100)
+    secondary = forms.CharField(required=False, max_length=100)
+    edited_ms = forms.IntegerField(required=False, min_value=0)
+
+    def __init__(self, *args, scheme: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.scheme = scheme
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if self.scheme == Study.LabelScheme.RANKED:
+            dominant, secondary = data.get("dominant") or "", data.get("secondary") or ""
+            if secondary and not dominant:
+                raise forms.ValidationError("choose the dominant label first")
+            data["labels"] = [x for x in (dominant, secondary) if x]
+        else:
+            data["labels"] = [x for x in self.data.getlist("labels") if x][:100]
         return data
 
 

@@ -89,8 +89,16 @@ class Study(models.Model):
         RESPONSE_RATING = "rating", "Response rating"
         DISTORTION_LABELLING = "distortion", "Cognitive-distortion labelling"
 
+    class LabelScheme(models.TextChoices):
+        RANKED = "ranked", "Ranked: one dominant label, an optional secondary one"
+        MULTI = "multi", "Multi-label: any number of labels"
+
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.RESPONSE_RATING)
+    # Distortion studies only: how clinicians and LLM runs label (the paper's RLP or MLP).
+    label_scheme = models.CharField(
+        max_length=8, choices=LabelScheme.choices, default=LabelScheme.RANKED
+    )
     rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="studies")
     description = models.TextField(blank=True)
     # An assignment untouched this long may be reclaimed by an admin for another clinician.
@@ -334,6 +342,107 @@ class RatingChange(models.Model):
         Attribute, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     field = models.CharField(max_length=32)  # "score", "rationale", "status"
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["changed_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.old_value!r} → {self.new_value!r}"
+
+
+class DistortionLabel(models.Model):
+    """One label of a distortion study's label set, with the definition shown to clinicians."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="distortion_labels")
+    name = models.CharField(max_length=100)
+    # How the label is written in the prompt, where it differs from `name` (Appendix D).
+    prompt_label = models.CharField(max_length=100, blank=True)
+    definition = models.TextField(blank=True)
+    example = models.TextField(blank=True)
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["study", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "name"], name="distortionlabel_unique_name"),
+            models.UniqueConstraint(
+                fields=["study", "position"], name="distortionlabel_unique_position"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LabelAnnotation(models.Model):
+    """One rater's labels for one conversation's user message, in one run and repeat.
+
+    The twin of `Rating` for distortion studies: clinicians (run None, repeat 0) and LLM runs
+    (run, repeat 0..N-1) are stored alike. `labels` holds canonical names in order (dominant
+    first for the ranked scheme), "Others" standing for every out-of-list label, which is kept
+    verbatim in `others`.
+    """
+
+    Status = Rating.Status
+    Source = Rating.Source
+
+    rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="label_annotations")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="label_annotations"
+    )
+    run = models.ForeignKey(
+        "judging.Run",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="label_annotations",
+    )
+    repeat = models.PositiveSmallIntegerField(default=0)
+    assignment = models.ForeignKey(
+        Assignment,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="label_annotations",
+    )
+    status = models.CharField(max_length=16, choices=Rating.Status.choices)
+    source = models.CharField(max_length=16, choices=Rating.Source.choices)
+    labels = models.JSONField(default=list, blank=True)
+    others = models.JSONField(default=list, blank=True)
+    raw_output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    # Browser edit clock of the latest saved selection (see Rating.rationale_edited_ms).
+    edited_ms = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rater", "conversation", "run", "repeat"],
+                name="labelannotation_unique_rater_conversation_run_repeat",
+                nulls_distinct=False,
+            )
+        ]
+        indexes = [models.Index(fields=["run", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.rater} on {self.conversation_id}: {self.labels} ({self.status})"
+
+
+class LabelChange(models.Model):
+    """Audit trail of a clinician's label selection (the twin of RatingChange: old → new)."""
+
+    annotation = models.ForeignKey(
+        LabelAnnotation, on_delete=models.CASCADE, related_name="changes"
+    )
+    field = models.CharField(max_length=32)  # "labels", "status"
     old_value = models.TextField(blank=True)
     new_value = models.TextField(blank=True)
     changed_by = models.ForeignKey(

@@ -225,3 +225,73 @@ def rating_changes(*, study=None):
     if study is not None:
         rows = rows.filter(rating__response__conversation__study=study)
     return rows
+
+
+# --- Distortion labelling (issue 6) --------------------------------------------------------------
+
+
+@dataclass
+class LabelOption:
+    name: str
+    definition: str
+    example: str
+
+
+@dataclass
+class LabelPage:
+    """What a clinician sees when labelling: the message and the label set, nothing else
+    (no other rater's or LLM run's labels: blinding)."""
+
+    assignment: Assignment
+    context: str
+    scheme: str
+    options: list[LabelOption]
+    dominant: str | None
+    secondary: str | None
+    chosen: list[str]
+    locked: bool
+
+
+def label_page(*, assignment: Assignment) -> LabelPage:
+    from .models import DistortionLabel, LabelAnnotation
+
+    study = assignment.conversation.study
+    options = [
+        LabelOption(name=name, definition=definition, example=example)
+        for name, definition, example in DistortionLabel.objects.filter(study=study)
+        .order_by("position")
+        .values_list("name", "definition", "example")
+    ]
+    # Only this rater's own form annotation: never a run's or another clinician's.
+    chosen = (
+        LabelAnnotation.objects.filter(
+            rater_id=assignment.rater_id,
+            conversation_id=assignment.conversation_id,
+            run=None,
+            repeat=0,
+        )
+        .values_list("labels", flat=True)
+        .first()
+    ) or []
+    return LabelPage(
+        assignment=assignment,
+        context=assignment.conversation.context,
+        scheme=study.label_scheme,
+        options=options,
+        dominant=chosen[0] if chosen else None,
+        secondary=chosen[1] if len(chosen) > 1 else None,
+        chosen=list(chosen),
+        locked=assignment.status not in (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS),
+    )
+
+
+def label_changes(*, study=None):
+    """Audit trail of clinicians' distortion labels (LabelChange), oldest first."""
+    from .models import LabelChange
+
+    rows = LabelChange.objects.select_related(
+        "annotation__rater", "annotation__conversation__study", "changed_by"
+    ).order_by("changed_at", "id")
+    if study is not None:
+        rows = rows.filter(annotation__conversation__study=study)
+    return rows

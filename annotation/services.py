@@ -9,7 +9,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from judging.label_parsing import OTHERS
 from judging.parsing import parse_judge_output
+from judging.prompts import DEFAULT_DISTORTIONS, NO_DISTORTION
 
 from .importers.base import ImportProblem
 from .importers.mentalalign import Workbook
@@ -20,7 +22,10 @@ from .models import (
     Attribute,
     AttributeLevel,
     Conversation,
+    DistortionLabel,
     ImportLog,
+    LabelAnnotation,
+    LabelChange,
     Rater,
     Rating,
     RatingChange,
@@ -55,15 +60,61 @@ def rubric_get_or_create_default() -> Rubric:
     return rubric
 
 
-def study_get_or_create(*, name: str, description: str = "") -> tuple[Study, bool]:
+@transaction.atomic
+def study_get_or_create(
+    *,
+    name: str,
+    description: str = "",
+    kind: str = Study.Kind.RESPONSE_RATING,
+    label_scheme: str = Study.LabelScheme.RANKED,
+) -> tuple[Study, bool]:
+    """The study of that name, or a new one. A new distortion study gets the paper's label set
+    (Table 1 + "No Distortion"); `kind` and `label_scheme` only apply to a new study."""
     name = name.strip()
     if not name:
         raise ValueError("a study needs a name")
     study = Study.objects.filter(name=name).first()
     if study:
         return study, False
+    if kind not in Study.Kind.values:
+        raise ValueError(f"unknown study kind {kind!r}")
+    if label_scheme not in Study.LabelScheme.values:
+        raise ValueError(f"unknown label scheme {label_scheme!r}")
+    # Every study has a rubric (the column is required); distortion studies simply do not use it.
     rubric = rubric_get_or_create_default()
-    return Study.objects.create(name=name, rubric=rubric, description=description), True
+    study = Study.objects.create(
+        name=name, rubric=rubric, description=description, kind=kind, label_scheme=label_scheme
+    )
+    if kind == Study.Kind.DISTORTION_LABELLING:
+        distortion_labels_set(study=study, labels=DEFAULT_DISTORTIONS)
+    return study, True
+
+
+@transaction.atomic
+def distortion_labels_set(*, study: Study, labels: list[dict[str, str]]) -> list[DistortionLabel]:
+    """Replace a distortion study's label set; refused once anything has been labelled, since
+    stored labels name entries of the set."""
+    if study.kind != Study.Kind.DISTORTION_LABELLING:
+        raise ValueError("only distortion studies have a label set")
+    if LabelAnnotation.objects.filter(conversation__study=study).exists():
+        raise ValueError("this study has labels already; its label set can no longer change")
+    names = [label["name"].strip() for label in labels]
+    if not names or any(not n for n in names) or len(set(names)) != len(names):
+        raise ValueError("a label set needs distinct, non-empty names")
+    if OTHERS in names:
+        raise ValueError(f"{OTHERS!r} is reserved for out-of-list labels")
+    DistortionLabel.objects.filter(study=study).delete()
+    return DistortionLabel.objects.bulk_create(
+        DistortionLabel(
+            study=study,
+            name=name,
+            prompt_label=label.get("prompt_label", "") if label.get("prompt_label") != name else "",
+            definition=label.get("description", "") or label.get("definition", ""),
+            example=label.get("example", ""),
+            position=position,
+        )
+        for position, (name, label) in enumerate(zip(names, labels, strict=True))
+    )
 
 
 def responders_ensure(*, keys: set[str]) -> dict[str, Responder]:
@@ -462,7 +513,8 @@ def assignments_create(
     Balanced: each copy goes to the clinician with the fewest assignments in the study so far
     (ties broken by name). Conversations already assigned count towards their overlap, so running
     it again, or after importing more conversations, only adds what is missing. Conversations
-    without response texts (MentalAlign import) are skipped. `seed_rng` makes the permutation
+    without response texts (MentalAlign import) are skipped; a distortion study assigns every
+    conversation (clinicians label its user message). `seed_rng` makes the permutation
     seeds reproducible (tests); otherwise each assignment gets a fresh random seed.
     """
     if not clinicians:
@@ -479,8 +531,15 @@ def assignments_create(
     # Two admins assigning the same study at once would both see the same load: one waits.
     Study.objects.select_for_update().filter(pk=study.pk).first()
     responses: dict[int, list[Response]] = {}
-    for response in Response.objects.filter(conversation__study=study).exclude(text=""):
-        responses.setdefault(response.conversation_id, []).append(response)
+    if study.kind == Study.Kind.DISTORTION_LABELLING:
+        # Clinicians label the user's message itself: every conversation, no responses shown.
+        for conversation_id in Conversation.objects.filter(study=study).values_list(
+            "id", flat=True
+        ):
+            responses[conversation_id] = []
+    else:
+        for response in Response.objects.filter(conversation__study=study).exclude(text=""):
+            responses.setdefault(response.conversation_id, []).append(response)
     conversation_ids = sorted(responses)
     live = Assignment.objects.filter(conversation__study=study).exclude(
         status=Assignment.Status.RECLAIMED
@@ -543,7 +602,9 @@ def assignment_reassign(*, assignment: Assignment, rater: Rater) -> Assignment:
     """Move work nobody has started to another clinician. Started work is never moved silently:
     it raises ValueError (use `assignment_reclaim` once it is stale)."""
     assignment = Assignment.objects.select_for_update().get(pk=assignment.pk)
-    if assignment.status != Assignment.Status.PENDING or assignment.ratings.exists():
+    if assignment.status != Assignment.Status.PENDING or (
+        assignment.ratings.exists() or assignment.label_annotations.exists()
+    ):
         raise ValueError("this assignment was started; reclaim it instead once it is stale")
     if rater.kind != Rater.Kind.CLINICIAN:
         raise ValueError("only clinicians can be assigned conversations")
@@ -806,3 +867,116 @@ def clinician_create(*, username: str, email: str = "") -> tuple:
     role_add(user=user, role=CLINICIAN)
     rater = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name=username, user=user)
     return user, rater
+
+
+# --- Clinician distortion labelling (issue 6) ----------------------------------------------------
+
+
+def study_label_names(*, study_id: int) -> list[str]:
+    return list(
+        DistortionLabel.objects.filter(study_id=study_id)
+        .order_by("position")
+        .values_list("name", flat=True)
+    )
+
+
+def labels_check(*, labels: list[str], names: list[str], scheme: str) -> list[str]:
+    """A clinician's selection in canonical order, or ValueError saying what is wrong.
+
+    Ranked: [dominant] or [dominant, secondary] (distinct). Multi: any number, in the label
+    set's order. Either way "No Distortion" stands alone: it says there is no distortion.
+    """
+    unknown = [label for label in labels if label not in names]
+    if unknown:
+        raise ValueError(f"not a label of this study: {', '.join(unknown)}")
+    if len(set(labels)) != len(labels):
+        raise ValueError("the secondary label must differ from the dominant one")
+    if NO_DISTORTION in labels and len(labels) > 1:
+        raise ValueError(f"“{NO_DISTORTION}” cannot be combined with a distortion")
+    if scheme == Study.LabelScheme.RANKED:
+        if len(labels) > 2:
+            raise ValueError("choose one dominant label and at most one secondary label")
+        return labels
+    return sorted(labels, key=names.index)
+
+
+@transaction.atomic
+def label_annotation_save(
+    *,
+    assignment: Assignment,
+    user: AbstractBaseUser,
+    labels: list[str],
+    edited_ms: int | None = None,
+) -> SaveResult:
+    """Autosave a clinician's whole selection for the assignment's user message.
+
+    Last edit wins by the browser's edit clock, as for ratings: an older save (a stale tab)
+    changes nothing and reports the stored selection. Audited in LabelChange. Safe to retry.
+    """
+    now = timezone.now()
+    clock = _clock(edited_ms, now)
+    assignment = _locked_open(assignment)
+    study = assignment.conversation.study
+    if study.kind != Study.Kind.DISTORTION_LABELLING:
+        raise ValueError("this conversation belongs to a response-rating study")
+    labels = labels_check(
+        labels=labels, names=study_label_names(study_id=study.pk), scheme=study.label_scheme
+    )
+    annotation, _ = LabelAnnotation.objects.get_or_create(
+        rater_id=assignment.rater_id,
+        conversation_id=assignment.conversation_id,
+        run=None,
+        repeat=0,
+        defaults={
+            "assignment": assignment,
+            "status": LabelAnnotation.Status.DRAFT,
+            "source": LabelAnnotation.Source.FORM,
+        },
+    )
+    _touch(assignment, now)
+    if annotation.edited_ms is not None and annotation.edited_ms > clock:
+        return SaveResult(saved=False, value=", ".join(annotation.labels))
+    old = list(annotation.labels)
+    annotation.labels, annotation.edited_ms = labels, clock
+    annotation.save(update_fields=["labels", "edited_ms", "updated_at"])
+    if old != labels:
+        LabelChange.objects.create(
+            annotation=annotation,
+            field="labels",
+            old_value=", ".join(old),
+            new_value=", ".join(labels),
+            changed_by=user,
+        )
+    return SaveResult(saved=True, value=", ".join(labels))
+
+
+@transaction.atomic
+def label_assignment_submit(*, assignment: Assignment, user: AbstractBaseUser) -> Assignment:
+    """Lock a labelled user message: needs a dominant label (ranked) or at least one label
+    (multi). Raises AssignmentIncomplete saying what is missing."""
+    assignment = _locked_open(assignment)
+    annotation = LabelAnnotation.objects.filter(
+        rater_id=assignment.rater_id,
+        conversation_id=assignment.conversation_id,
+        run=None,
+        repeat=0,
+    ).first()
+    if annotation is None or not annotation.labels:
+        scheme = assignment.conversation.study.label_scheme
+        what = "a dominant label" if scheme == Study.LabelScheme.RANKED else "at least one label"
+        raise AssignmentIncomplete([("", [f"choose {what}"])])
+    now = timezone.now()
+    old_status = annotation.status
+    annotation.status, annotation.assignment = LabelAnnotation.Status.COMPLETE, assignment
+    annotation.save(update_fields=["status", "assignment", "updated_at"])
+    LabelChange.objects.create(
+        annotation=annotation,
+        field="status",
+        old_value=old_status,
+        new_value="complete",
+        changed_by=user,
+    )
+    assignment.status = Assignment.Status.SUBMITTED
+    assignment.submitted_at = assignment.last_activity_at = now
+    assignment.save(update_fields=["status", "submitted_at", "last_activity_at"])
+    return assignment

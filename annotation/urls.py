@@ -10,6 +10,7 @@ urlpatterns = [
     path("rate/", views.queue, name="queue"),
     path("rate/<str:token>/", views.rate, name="rate"),
     path("rate/<str:token>/save", views.save, name="save"),
+    path("rate/<str:token>/labels", views.save_labels, name="save_labels"),
     path("rate/<str:token>/submit", views.submit, name="submit"),
     path("rate/<str:token>/flag", views.flag, name="flag"),
     path("rate/<str:token>/heartbeat", views.heartbeat, name="heartbeat"),

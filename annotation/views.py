@@ -8,14 +8,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from .forms import FlagForm, ImportForm, ScoreSaveForm
+from .forms import FlagForm, ImportForm, LabelSaveForm, ScoreSaveForm
 from .importers.base import ImportProblem, file_sha256
 from .importers.mentalalign import read_workbook
 from .importers.mentalbench import read_conversations
+from .models import Study
 from .roles import CLINICIAN, role_required
 from .selectors import (
     assignment_get_for_user,
     assignments_for_user,
+    label_page,
     next_assignment_for_user,
     progress_for_user,
     rating_page,
@@ -30,6 +32,8 @@ from .services import (
     clinician_rater_get_or_create,
     conversations_import,
     judge_rater_get_or_create,
+    label_annotation_save,
+    label_assignment_submit,
     mentalalign_import,
     rating_save,
     study_get_or_create,
@@ -48,7 +52,11 @@ def _run_import(form: ImportForm, path: Path, user) -> tuple:
     with transaction.atomic():
         study = (
             form.cleaned_data["study"]
-            or study_get_or_create(name=form.cleaned_data["new_study"])[0]
+            or study_get_or_create(
+                name=form.cleaned_data["new_study"],
+                kind=form.cleaned_data["new_study_kind"] or Study.Kind.RESPONSE_RATING,
+                label_scheme=form.cleaned_data["label_scheme"] or Study.LabelScheme.RANKED,
+            )[0]
         )
         if kind == "conversations":
             s = conversations_import(
@@ -127,10 +135,48 @@ def queue(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _is_labelling(assignment) -> bool:
+    return assignment.conversation.study.kind == Study.Kind.DISTORTION_LABELLING
+
+
+def _label_context(request: HttpRequest, assignment, **extra) -> dict:
+    return {
+        "page": label_page(assignment=assignment),
+        "progress": progress_for_user(user=request.user),
+        "flag_form": extra.pop("flag_form", None) or FlagForm(),
+        **extra,
+    }
+
+
 @role_required(CLINICIAN)
 def rate(request: HttpRequest, token: str) -> HttpResponse:
     assignment = assignment_get_for_user(user=request.user, token=token)
+    if _is_labelling(assignment):
+        return render(request, "annotation/label.html", _label_context(request, assignment))
     return render(request, "annotation/rate.html", _rating_context(request, assignment))
+
+
+@require_POST
+@role_required(CLINICIAN)
+def save_labels(request: HttpRequest, token: str) -> HttpResponse:
+    assignment = assignment_get_for_user(user=request.user, token=token)
+    form = LabelSaveForm(request.POST, scheme=assignment.conversation.study.label_scheme)
+    if not form.is_valid():
+        return render(
+            request, "annotation/_save_state.html", {"error": form.errors.as_text()}, status=400
+        )
+    try:
+        result = label_annotation_save(
+            assignment=assignment,
+            user=request.user,
+            labels=form.cleaned_data["labels"],
+            edited_ms=form.cleaned_data["edited_ms"],
+        )
+    except AssignmentLocked as exc:
+        return render(request, "annotation/_save_state.html", {"error": str(exc)}, status=409)
+    except ValueError as exc:
+        return render(request, "annotation/_save_state.html", {"error": str(exc)}, status=400)
+    return render(request, "annotation/_save_state.html", {"result": result})
 
 
 @require_POST
@@ -164,6 +210,18 @@ def save(request: HttpRequest, token: str) -> HttpResponse:
 @role_required(CLINICIAN)
 def submit(request: HttpRequest, token: str) -> HttpResponse:
     assignment = assignment_get_for_user(user=request.user, token=token)
+    if _is_labelling(assignment):
+        try:
+            label_assignment_submit(assignment=assignment, user=request.user)
+        except AssignmentIncomplete as exc:
+            missing = [what for _, names in exc.missing for what in names]
+            context = _label_context(request, assignment, missing=missing)
+            return render(request, "annotation/label.html", context, status=422)
+        except AssignmentLocked as exc:
+            messages.error(request, str(exc))
+            return redirect("annotation:rate", token=token)
+        messages.success(request, "Message labelled. Thank you.")
+        return _to_next(request)
     try:
         assignment_submit(assignment=assignment, user=request.user)
     except AssignmentIncomplete as exc:
@@ -185,6 +243,9 @@ def flag(request: HttpRequest, token: str) -> HttpResponse:
     assignment = assignment_get_for_user(user=request.user, token=token)
     form = FlagForm(request.POST)
     if not form.is_valid():
+        if _is_labelling(assignment):
+            context = _label_context(request, assignment, flag_form=form)
+            return render(request, "annotation/label.html", context, status=422)
         context = _rating_context(request, assignment, flag_form=form)
         return render(request, "annotation/rate.html", context, status=422)
     try:

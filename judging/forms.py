@@ -64,6 +64,54 @@ class JudgeRunForm(_ExecutionFields):
         return data
 
 
+class LabellingRunForm(_ExecutionFields):
+    """Distortion labelling with the Appendix D prompt of the study's scheme, N times per item."""
+
+    study = forms.ModelChoiceField(
+        queryset=Study.objects.filter(kind=Study.Kind.DISTORTION_LABELLING),
+        help_text="a cognitive-distortion labelling study (its scheme picks the RLP or MLP)",
+    )
+    endpoint = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.filter(provider__in=HTTP_PROVIDERS), label="Endpoint"
+    )
+    subset = forms.ChoiceField(
+        choices=[
+            (Run.Subset.ALL, "All user messages"),
+            (Run.Subset.SAMPLE, Run.Subset.SAMPLE.label),
+        ]
+    )
+    sample_size = forms.IntegerField(required=False, min_value=1, help_text="for a sample")
+    sample_seed = forms.IntegerField(initial=0, help_text="the same seed draws the same sample")
+    repeats = forms.IntegerField(
+        min_value=1,
+        max_value=100,
+        initial=5,
+        help_text="independent runs per message (the paper: 5, consensus from 4 of 5)",
+    )
+    temperature = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=2,
+        initial=0.5,
+        help_text="the paper used 0.5 and 0.7; 0 is refused for repeated runs (Appendix C)",
+    )
+    max_tokens = forms.IntegerField(required=False, min_value=16, initial=256)
+    max_output_attempts = forms.IntegerField(
+        min_value=1, max_value=10, initial=3, help_text="asks per message before it is invalid"
+    )
+
+    def clean(self) -> dict:
+        from .services import TEMPERATURE_ZERO_REFUSED
+
+        data = super().clean()
+        if data.get("subset") == Run.Subset.SAMPLE and not data.get("sample_size"):
+            self.add_error("sample_size", "A sample needs a size.")
+        temperature = data.get("temperature")
+        if temperature is not None and temperature <= 0 and (data.get("repeats") or 1) > 1:
+            self.add_error("temperature", TEMPERATURE_ZERO_REFUSED)
+        return data
+
+
 class GenerationRunForm(_ExecutionFields):
     study = forms.ModelChoiceField(queryset=Study.objects.all())
     endpoints = forms.ModelMultipleChoiceField(

@@ -132,6 +132,18 @@ def prompt_preview(*, study_id: int, kind: str, endpoint=None) -> PromptPreview:
         conversation = Conversation.objects.filter(study_id=study_id).order_by("id").first()
         if conversation is None:
             return PromptPreview("", "", "", "this study has no conversations")
+        if kind == Run.Kind.LABELLING:
+            from annotation.models import Study
+
+            from .services import labelling_messages, study_distortion_labels
+
+            scheme = Study.objects.values_list("label_scheme", flat=True).get(pk=study_id)
+            system, user = labelling_messages(
+                conversation.context,
+                labels=study_distortion_labels(study_id=study_id),
+                scheme=scheme,
+            )
+            return PromptPreview(f"conversation {conversation.external_id}", system, user)
         system, user = prompts.generation_messages(conversation.context)
         return PromptPreview(f"conversation {conversation.external_id}", system, user)
     except ValueError as exc:

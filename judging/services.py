@@ -39,10 +39,22 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.text import slugify
 
-from annotation.models import Attribute, Conversation, Rater, Rating, Responder, Response, Score
+from annotation.models import (
+    Attribute,
+    Conversation,
+    DistortionLabel,
+    LabelAnnotation,
+    Rater,
+    Rating,
+    Responder,
+    Response,
+    Score,
+    Study,
+)
 from annotation.responders import paper_judge_defaults
 
 from . import prompts, providers
+from .label_parsing import LabelParse, parse_label_output
 from .models import ModelEndpoint, Run, RunItem
 from .parsing import JudgeParse, parse_judge_output, strip_think
 from .ratelimit import LocalRateLimiter, RedisRateLimiter
@@ -298,6 +310,105 @@ def generation_runs_create(
         ]
 
 
+#: §3.3: "five independent API calls per prompt type".
+LABELLING_REPEATS = 5
+LABELLING_MAX_TOKENS = 256
+TEMPERATURE_ZERO_REFUSED = (
+    "Temperature 0 is refused for repeated labelling runs: decoding then collapses to (nearly) "
+    "one output, so the runs would agree trivially and their consistency would say nothing "
+    "about whether a label is strongly indicated by the text (the paper, Appendix C, avoids "
+    "a deterministic setting for this reason and uses 0.5 and 0.7). Choose a temperature "
+    "above 0, or a single repeat."
+)
+
+
+def study_distortion_labels(*, study_id: int) -> list[dict[str, str]]:
+    """The study's label set in the shape prompts and the parser take."""
+    return [
+        {
+            "name": name,
+            "prompt_label": prompt_label or name,
+            "description": definition,
+            "example": example,
+        }
+        for name, prompt_label, definition, example in DistortionLabel.objects.filter(
+            study_id=study_id
+        )
+        .order_by("position")
+        .values_list("name", "prompt_label", "definition", "example")
+    ]
+
+
+@transaction.atomic
+def labelling_run_create(
+    *,
+    study_id: int,
+    endpoint: ModelEndpoint,
+    repeats: int = LABELLING_REPEATS,
+    temperature: float | None = 0.5,
+    max_tokens: int | None = LABELLING_MAX_TOKENS,
+    subset: str = Run.Subset.ALL,
+    sample_size: int | None = None,
+    sample_seed: int = 0,
+    concurrency: int = 32,
+    rate_limit: float | None = None,
+    parallel_tasks: int = 2,
+    max_output_attempts: int = 3,
+    created_by: Any = None,
+) -> Run:
+    """A distortion-labelling run: one item per (conversation, repeat), prompted with the
+    Appendix D prompt of the study's scheme, stored as LabelAnnotations of the endpoint's rater.
+
+    Refuses temperature 0 with more than one repeat (TEMPERATURE_ZERO_REFUSED).
+    """
+    study = Study.objects.get(pk=study_id)
+    if study.kind != Study.Kind.DISTORTION_LABELLING:
+        raise RunError("labelling runs need a cognitive-distortion labelling study")
+    if endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE:
+        raise RunError(
+            "offline vLLM endpoints serve generation runs; serve the model with `vllm serve` "
+            "and add it as an OpenAI-compatible endpoint"
+        )
+    _check_numbers(repeats=repeats, concurrency=concurrency, parallel_tasks=parallel_tasks)
+    if temperature is not None and temperature <= 0 and repeats > 1:
+        raise RunError(TEMPERATURE_ZERO_REFUSED)
+    if not DistortionLabel.objects.filter(study_id=study_id).exists():
+        raise RunError("this study has no label set")
+    run = Run.objects.create(
+        study_id=study_id,
+        endpoint=endpoint,
+        rater=judge_rater_for_endpoint(endpoint=endpoint),
+        kind=Run.Kind.LABELLING,
+        subset=subset,
+        sample_size=sample_size,
+        sample_seed=sample_seed,
+        repeats=repeats,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+        rate_limit=rate_limit,
+        parallel_tasks=parallel_tasks,
+        max_output_attempts=max_output_attempts,
+        params={"scheme": study.label_scheme},
+        created_by=created_by,
+    )
+    ids = list(
+        Conversation.objects.filter(study_id=study_id).order_by("id").values_list("id", flat=True)
+    )
+    if subset == Run.Subset.SAMPLE and sample_size is not None and sample_size < len(ids):
+        ids = sorted(random.Random(sample_seed).sample(ids, sample_size))
+    RunItem.objects.bulk_create(
+        (
+            RunItem(run=run, conversation_id=conversation_id, repeat=repeat)
+            for conversation_id in ids
+            for repeat in range(repeats)
+        ),
+        batch_size=5000,
+    )
+    _start(run)
+    return run
+
+
 def _check_numbers(*, repeats: int, concurrency: int, parallel_tasks: int) -> None:
     if not 1 <= repeats <= 100:
         raise RunError(f"repeats must be between 1 and 100, got {repeats}")
@@ -498,6 +609,7 @@ class Outcome:
     raw_output: str | None = None  # None when no answer arrived at all
     error: str = ""
     parse: JudgeParse | None = None
+    label_parse: LabelParse | None = None
     answer: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     truncated: bool = False
@@ -582,26 +694,48 @@ def judge_items_store(*, results: Sequence[Result], token: str, plan: _Plan) -> 
     per batch rather than per item: a batch is what finished during one wait of the loop, and
     its rows are written with one INSERT per table.
     """
+    return _store_once(
+        results, token=token, plan=plan, model=Rating, key=_rating_key, insert=_ratings_insert
+    )
+
+
+@transaction.atomic
+def labelling_items_store(*, results: Sequence[Result], token: str, plan: _Plan) -> int:
+    """Store labelling results exactly once: item states and LabelAnnotations (as judges)."""
+    return _store_once(
+        results,
+        token=token,
+        plan=plan,
+        model=LabelAnnotation,
+        key=_annotation_key,
+        insert=_annotations_insert,
+    )
+
+
+def _store_once(
+    results: Sequence[Result], *, token: str, plan: _Plan, model: Any, key: Any, insert: Any
+) -> int:
+    """The exactly-once store shared by judge and labelling runs (precondition: in atomic)."""
     owned = _items_finish(results, token=token, plan=plan)
-    # No answer at all (transport failure): the item holds the reason, there is no rating.
+    # No answer at all (transport failure): the item holds the reason, there is nothing to keep.
     answered = [(item, outcome) for item, outcome in owned if outcome.raw_output is not None]
     for item, _ in answered:
         if item.last_error:
-            # A retried item replaces the invalid rating its earlier attempt stored.
-            Rating.objects.filter(status=Rating.Status.INVALID, **_rating_key(item, plan)).delete()
+            # A retried item replaces the invalid row its earlier attempt stored.
+            model.objects.filter(status=Rating.Status.INVALID, **key(item, plan)).delete()
     try:
         with transaction.atomic():
-            _ratings_insert(answered, plan)
+            insert(answered, plan)
     except IntegrityError:
-        # The unique constraint caught a rating stored before: settle item by item.
+        # The unique constraint caught a row stored before: settle item by item.
         for item, outcome in answered:
             try:
                 with transaction.atomic():
-                    _ratings_insert([(item, outcome)], plan)
+                    insert([(item, outcome)], plan)
             except IntegrityError:
-                if not Rating.objects.filter(**_rating_key(item, plan)).exists():
+                if not model.objects.filter(**key(item, plan)).exists():
                     raise  # not a duplicate: a real constraint violation
-                logger.info("rating for run item %s was already stored", item.id)
+                logger.info("result for run item %s was already stored", item.id)
     return len(owned)
 
 
@@ -641,6 +775,32 @@ def _ratings_insert(answered: Sequence[Result], plan: _Plan) -> None:
         for rating, (_, outcome) in zip(ratings, answered, strict=True)
         if rating.status == Rating.Status.COMPLETE
         for name, value in outcome.parse.scores.items()
+    )
+
+
+def _annotation_key(item: RunItem, plan: _Plan) -> dict[str, Any]:
+    return {
+        "rater_id": plan.rater_id,
+        "conversation_id": item.conversation_id,
+        "run_id": plan.run_id,
+        "repeat": item.repeat,
+    }
+
+
+def _annotations_insert(answered: Sequence[Result], plan: _Plan) -> None:
+    """A LabelAnnotation per result: complete with its labels, or invalid with raw text and why."""
+    LabelAnnotation.objects.bulk_create(
+        LabelAnnotation(
+            status=Rating.Status.COMPLETE if parse else Rating.Status.INVALID,
+            source=Rating.Source.JUDGE,
+            labels=parse.labels if parse else [],
+            others=parse.others if parse else [],
+            raw_output=outcome.raw_output or "",
+            error="" if parse else outcome.error,
+            **_annotation_key(item, plan),
+        )
+        for item, outcome in answered
+        for parse in [outcome.label_parse if outcome.ok else None]
     )
 
 
@@ -693,6 +853,8 @@ class _Plan:
     attribute_ids: dict[str, int] = field(default_factory=dict)
     scale: tuple[int, int] = (1, 5)
     responder_id: int | None = None
+    labels: list[dict[str, str]] = field(default_factory=list)
+    scheme: str = "ranked"
 
     @classmethod
     def load(cls, run: Run) -> _Plan:
@@ -718,19 +880,37 @@ class _Plan:
             plan.rubric = study_rubric(study_id=run.study_id)
             plan.attribute_ids = {a["name"]: a["id"] for a in plan.rubric}
             plan.scale = prompts.rubric_scale(plan.rubric)
+        elif run.kind == Run.Kind.LABELLING:
+            plan.labels = study_distortion_labels(study_id=run.study_id)
+            plan.scheme = (run.params or {}).get("scheme") or run.study.label_scheme
         return plan
 
     def store(self, results: Sequence[Result], token: str) -> int:
         if self.kind == Run.Kind.JUDGE:
             return judge_items_store(results=results, token=token, plan=self)
+        if self.kind == Run.Kind.LABELLING:
+            return labelling_items_store(results=results, token=token, plan=self)
         return generation_items_store(results=results, token=token, plan=self)
 
 
-def item_messages(*, item: RunItem, rubric: list[dict[str, Any]] | None) -> tuple[str, str]:
+def labelling_messages(
+    context: str, *, labels: list[dict[str, str]], scheme: str
+) -> tuple[str, str]:
+    """The Appendix D prompt of the scheme: Ranked-Label (RLP) or Multi-Label (MLP)."""
+    if scheme == "multi":
+        return prompts.distortion_multilabel_messages(context, labels)
+    return prompts.distortion_ranked_messages(context, labels)
+
+
+def item_messages(
+    *, item: RunItem, rubric: list[dict[str, Any]] | None, plan: _Plan | None = None
+) -> tuple[str, str]:
     """(system, user) exactly as sent for this item."""
     if item.response_id:
         response = item.response
         return prompts.judge_messages(response.conversation.context, response.text, rubric)
+    if plan is not None and plan.kind == Run.Kind.LABELLING:
+        return labelling_messages(item.conversation.context, labels=plan.labels, scheme=plan.scheme)
     return prompts.generation_messages(item.conversation.context)
 
 
@@ -859,13 +1039,15 @@ async def _process(
     """All LLM calls for one item; never raises for an LLM problem (the outcome says it)."""
     outcome = Outcome()
     try:
-        system, user = item_messages(item=item, rubric=plan.rubric or None)
+        system, user = item_messages(item=item, rubric=plan.rubric or None, plan=plan)
     except ValueError as exc:
         outcome.error = str(exc)
         return outcome
     try:
         if plan.kind == Run.Kind.JUDGE:
             await _judge(plan, system, user, client, limiter, stop, outcome)
+        elif plan.kind == Run.Kind.LABELLING:
+            await _label(plan, system, user, client, limiter, stop, outcome)
         else:
             await _generate(plan, system, user, client, limiter, outcome)
     except providers.RateLimited as exc:
@@ -943,6 +1125,45 @@ async def _judge(
             reason = f"cut off by the token limit: {reason}"
         problems.append(f"attempt {ask}: {reason}")
     outcome.error = "no valid judge output; " + "; ".join(problems)
+
+
+async def _label(
+    plan: _Plan,
+    system: str,
+    user: str,
+    client: Any,
+    limiter: Any,
+    stop: asyncio.Event,
+    outcome: Outcome,
+) -> None:
+    """Ask for labels; re-ask an unparseable answer up to max_output_attempts times. Labels
+    outside the list are kept (as "Others", verbatim in `others`); nothing is guessed."""
+    problems: list[str] = []
+    for ask in range(1, plan.max_output_attempts + 1):
+        if stop.is_set():
+            outcome.release = True
+            return
+        completion = await _call(
+            plan,
+            system,
+            user,
+            client,
+            limiter,
+            temperature=plan.temperature,
+            max_tokens=plan.max_tokens or LABELLING_MAX_TOKENS,
+            json_mode=False,  # Appendix D asks for a plain comma-separated list
+        )
+        outcome.add(completion)
+        outcome.raw_output = completion.text
+        parse = parse_label_output(completion.text, plan.labels, scheme=plan.scheme)
+        if parse.ok:
+            outcome.label_parse, outcome.error = parse, ""
+            return
+        reason = parse.error or "unusable output"
+        if completion.truncated:
+            reason = f"cut off by the token limit: {reason}"
+        problems.append(f"attempt {ask}: {reason}")
+    outcome.error = "no valid label output; " + "; ".join(problems)
 
 
 async def _generate(

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from annotation.roles import ADMIN, role_required
 
 from . import selectors, services
-from .forms import GenerationRunForm, JudgeRunForm, PreviewForm
+from .forms import GenerationRunForm, JudgeRunForm, LabellingRunForm, PreviewForm
 from .models import Run
 
 POLL_SECONDS = 2
@@ -72,6 +72,11 @@ def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
                     study_id=data.pop("study").id, created_by=request.user, **data
                 )
                 return redirect("judging:run", pk=run.pk)
+            if kind == Run.Kind.LABELLING:
+                run = services.labelling_run_create(
+                    study_id=data.pop("study").id, created_by=request.user, **data
+                )
+                return redirect("judging:run", pk=run.pk)
             launched = services.generation_runs_create(
                 study_id=data.pop("study").id,
                 endpoints=list(data.pop("endpoints")),
@@ -99,11 +104,16 @@ def generation_new(request: HttpRequest) -> HttpResponse:
 
 
 @role_required(ADMIN)
+def labelling_new(request: HttpRequest) -> HttpResponse:
+    return _launch(request, LabellingRunForm, Run.Kind.LABELLING)
+
+
+@role_required(ADMIN)
 def preview(request: HttpRequest, kind: str) -> HttpResponse:
     """The exact prompt of one item, for the launch form (htmx) or on its own."""
     form = PreviewForm(request.GET)
     context: dict = {"preview": None, "error": ""}
-    if kind not in (Run.Kind.JUDGE, Run.Kind.GENERATION):
+    if kind not in Run.Kind.values:
         context["error"] = "unknown run kind"
     elif form.is_valid():
         context["preview"] = selectors.prompt_preview(

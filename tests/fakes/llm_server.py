@@ -48,6 +48,10 @@ The counter for "first n calls" is per distinct marker text, so give each test i
     missing_keys           the JSON without its last `drop` (2) attributes
     fraction               scores written as "4/5" strings
     reasoning_field        OpenAI: message.reasoning_content; Anthropic: a thinking block
+    labels                 scripted distortion answers: call k of the marker answers the k-th
+                           entry of `script` (cycling), entries separated by "|", "_" for a
+                           space, "EMPTY" for an empty answer; e.g.
+                           script=Labeling|Mental_Filter,_Magical_Thinking|EMPTY
 Every request is counted per scenario name (`counts`) and recorded (`requests`, without
 credentials) so tests can assert attempts and what was sent.
 """
@@ -445,6 +449,10 @@ class FakeLLMServer:
                 error_message="response_format is not supported by this server",
             )
 
+        if name == "labels":
+            entries = params.get("script", "").split("|") or [""]
+            entry = entries[(call - 1) % len(entries)].replace("_", " ")
+            return _Reply(text="" if entry == "EMPTY" else entry)
         answer, as_json = _default_answer(prompt)
         if name in ("ok", "429", "500", "slow", "400", "401", "reject_json_mode"):
             return _Reply(text=answer)

@@ -85,3 +85,29 @@ def test_sigkilled_worker_mid_run_resumes_with_exactly_one_result_per_item(
         retaken = RunItem.objects.filter(id__in=orphaned, attempts__gte=2, status="done")
         assert retaken.count() == len(orphaned)
         print(f"killed at {at_crash}/2000 stored; {len(orphaned)} in flight, all taken over")
+
+
+def test_labelling_run_on_a_real_celery_worker(celery_worker_factory, endpoint_factory, fake_llm):
+    from annotation.models import Conversation, LabelAnnotation, Study
+    from annotation.services import study_get_or_create
+
+    study, _ = study_get_or_create(
+        name="worker cd study", kind=Study.Kind.DISTORTION_LABELLING, label_scheme="multi"
+    )
+    Conversation.objects.bulk_create(
+        Conversation(study=study, external_id=f"w{i}", context=f"I always fail, case {i}.")
+        for i in range(30)
+    )
+    celery_worker_factory()
+    run = services.labelling_run_create(
+        study_id=study.id, endpoint=endpoint_factory("openai"), repeats=5, temperature=0.7
+    )
+    wait_for(lambda: _status(run) == Run.Status.DONE, timeout=60, what="the run to finish")
+    stored = LabelAnnotation.objects.filter(run=run)
+    assert stored.count() == 150
+    assert set(stored.values_list("conversation__external_id", "repeat")) == {
+        (f"w{i}", k) for i in range(30) for k in range(5)
+    }
+    assert not stored.exclude(status="complete").exists()
+    progress = selectors.run_progress(run=run)
+    assert (progress.total, progress.done, progress.failed) == (150, 150, 0)

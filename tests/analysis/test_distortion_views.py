@@ -1,0 +1,190 @@
+"""Distortion dashboard, table and label exports, κ_F1 upload (issue 6), over HTTP."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from analysis import distortions
+from analysis.distortion_selectors import distortion_report
+from analysis.models import ExportLog
+from annotation.models import Conversation, LabelAnnotation, Rater, Study
+from annotation.services import study_get_or_create
+from judging.models import ModelEndpoint, Run
+
+# Five runs per message, hand-built to hit each Appendix G rule.
+RUNS = {
+    "m0": [
+        ["Labeling"],
+        ["Labeling", "Mental Filter"],
+        ["Labeling"],
+        ["Labeling"],
+        ["Mind Reading"],
+    ],
+    "m1": [["No Distortion"]] * 5,
+    "m2": [["Mental Filter"], ["Labeling"], ["No Distortion"], ["Overgeneralization"], None],
+    "m3": [["Mental Filter"], ["Labeling"], ["Mind Reading"], ["Overgeneralization"], ["Others"]],
+    "m4": [["Others", "Labeling"], ["Labeling"], ["Labeling"], ["Labeling"], ["Labeling"]],
+}
+CLINICIAN = {"m0": ["Labeling"], "m1": ["No Distortion"], "m4": ["Mental Filter"]}
+
+
+@pytest.fixture
+def cd_study(db):
+    study, _ = study_get_or_create(
+        name="CD dashboard", kind=Study.Kind.DISTORTION_LABELLING, label_scheme="ranked"
+    )
+    endpoint = ModelEndpoint.objects.create(
+        name="fake-cd", provider="openai", model="fake", family="fake"
+    )
+    judge = Rater.objects.create(kind=Rater.Kind.JUDGE, name="fake-cd")
+    run = Run.objects.create(
+        study=study, endpoint=endpoint, rater=judge, kind="labelling", repeats=5, temperature=0.5
+    )
+    clinician = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr-who")
+    for ext, runs in RUNS.items():
+        conversation = Conversation.objects.create(
+            study=study, external_id=ext, context=f"message {ext}"
+        )
+        for repeat, labels in enumerate(runs):
+            LabelAnnotation.objects.create(
+                rater=judge,
+                conversation=conversation,
+                run=run,
+                repeat=repeat,
+                status="complete" if labels is not None else "invalid",
+                source="judge",
+                labels=labels or [],
+                others=["Self-Blame"] if labels and "Others" in labels else [],
+            )
+        if ext in CLINICIAN:
+            LabelAnnotation.objects.create(
+                rater=clinician,
+                conversation=conversation,
+                status="complete",
+                source="form",
+                labels=CLINICIAN[ext],
+            )
+    return study, run
+
+
+def test_report_feeds_the_pure_functions_with_runs_in_repeat_order(cd_study):
+    study, run = cd_study
+    report = distortion_report(study=study)
+    (config,) = report.configurations
+    assert config.runs_by_item == list(RUNS.values())
+    assert [c.rule for c in config.consensus] == [
+        "threshold",
+        "threshold",
+        "not sure if distortion",
+        "not sure which distortion",
+        "threshold",
+    ]
+    assert [c.labels for c in config.consensus][4] == ["Labeling"]  # "Others" dropped beside it
+    expected = distortions.per_label_fleiss(list(RUNS.values()), labels=report.labels)
+    assert config.fleiss.average == pytest.approx(expected.average, abs=1e-12)
+    assert config.others_verbatim == {"Self-Blame": 2}
+
+
+def test_clinician_is_forbidden(client, cd_study, clinician_user):
+    study, _ = cd_study
+    client.force_login(clinician_user)
+    assert client.get(reverse("analysis:distortions", args=[study.pk])).status_code == 403
+    assert client.get(reverse("analysis:kappa_f1")).status_code == 403
+
+
+def test_dashboard_shows_figure2_kappa_consensus_distribution_and_agreement(
+    client, researcher, cd_study, django_assert_max_num_queries
+):
+    study, run = cd_study
+    client.force_login(researcher)
+    with django_assert_max_num_queries(20):
+        response = client.get(reverse("analysis:distortions", args=[study.pk]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    for text in (
+        "Figure 2",
+        "Tables 2 and 7",
+        "Final labels per message",
+        "Table 8",
+        "Agreement of the final labels with each clinician",
+        "not sure which distortion",
+        "dr-who",
+        "Self-Blame",
+        "spec-figure2",
+    ):
+        assert text in html, text
+
+
+def test_k_control_changes_the_consensus(client, researcher, cd_study):
+    study, _ = cd_study
+    client.force_login(researcher)
+    url = reverse("analysis:distortion_table_csv", args=[study.pk, "consensus"])
+    strict = list(csv.DictReader(io.StringIO(client.get(url, {"k": 5}).content.decode())))
+    loose = list(csv.DictReader(io.StringIO(client.get(url, {"k": 3}).content.decode())))
+    column = next(c for c in strict[0] if c.endswith(": rule"))
+    assert strict[0][column] == "not sure which distortion"  # m0: Labeling in 4 of 5 < 5
+    assert loose[0][column] == "threshold"
+
+
+def test_label_export_has_a_stratified_split_column_and_is_logged(client, researcher, cd_study):
+    study, run = cd_study
+    client.force_login(researcher)
+    url = reverse("analysis:distortion_labels_csv", args=[study.pk, run.pk])
+    response = client.get(url, {"seed": 3})
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["item"] for r in rows] == list(RUNS)
+    assert {r["split"] for r in rows} <= {"train", "dev", "test"}
+    finals = [c.labels for c in distortion_report(study=study).configurations[0].consensus]
+    assert [r["split"] for r in rows] == distortions.stratified_split(finals, seed=3)
+    assert rows[3]["ambiguous"] == "1" and rows[0]["dominant"] == "Labeling"
+    log = ExportLog.objects.get(what="distortion-labels")
+    assert log.rows == 5 and log.study == study and log.user == researcher
+
+
+def test_table_downloads_are_logged(client, researcher, cd_study):
+    study, _ = cd_study
+    client.force_login(researcher)
+    for name in ("repetition", "fleiss", "distribution", "agreement", "agreement_labels"):
+        response = client.get(reverse("analysis:distortion_table_csv", args=[study.pk, name]))
+        assert response.status_code == 200 and response.content
+    assert ExportLog.objects.filter(what__startswith="distortion-table:").count() == 5
+
+
+def test_kappa_f1_upload_reports_hand_computed_values(client, researcher):
+    client.force_login(researcher)
+    data = b"true,predicted\na,a\na,a\na,b\nb,b\n"
+    response = client.post(
+        reverse("analysis:kappa_f1"),
+        {
+            "file": SimpleUploadedFile("preds.csv", data, content_type="text/csv"),
+            "kind": "",
+            "n_sim": 200,
+            "seed": 1,
+        },
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    # p = (0.75, 0.25): F1_random = 0.625; weighted F1 = 0.75·0.8 + 0.25·2/3 = 0.7667;
+    # κ_F1 = (0.7667 − 0.625) / 0.375 = 0.378.
+    assert "0.625" in html and "0.767" in html and "0.378" in html
+    assert "Simulated random F1" in html
+
+
+def test_kappa_f1_upload_explains_a_bad_file(client, researcher):
+    client.force_login(researcher)
+    response = client.post(
+        reverse("analysis:kappa_f1"),
+        {
+            "file": SimpleUploadedFile("bad.csv", b"gold,guess\na,b\n"),
+            "n_sim": 100,
+            "seed": 0,
+        },
+    )
+    assert response.status_code == 200
+    assert "bad" in response.content.decode() or "true" in response.content.decode()
+    assert "kappa-f1-result" not in response.content.decode()
