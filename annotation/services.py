@@ -649,7 +649,12 @@ def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
 
 def _locked_open(assignment: Assignment) -> Assignment:
     """Lock the assignment row: every write to one assignment runs one at a time (two tabs)."""
-    locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
+    # The study comes in the same query (it is not locked: of=self) for the rubric checks below.
+    locked = (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("conversation__study")
+        .get(pk=assignment.pk)
+    )
     if locked.status not in OPEN:
         raise AssignmentLocked(f"this conversation is {locked.get_status_display().lower()}")
     return locked
@@ -701,16 +706,17 @@ def rating_save(
     now = timezone.now()
     clock = _clock(edited_ms, now)
     assignment = _locked_open(assignment)
-    item = (
+    response_id = (
         AssignmentItem.objects.filter(assignment=assignment, token=item_token)
-        .select_related("response")
+        .order_by()  # the model's default ordering would join the assignment table
+        .values_list("response_id", flat=True)
         .first()
     )
-    if item is None:
+    if response_id is None:
         raise ValueError("unknown response")
     rating, _ = Rating.objects.get_or_create(
         rater_id=assignment.rater_id,
-        response=item.response,
+        response_id=response_id,
         run=None,
         repeat=0,
         defaults={
@@ -723,15 +729,12 @@ def rating_save(
     if attribute_id is not None:
         # One query checks both that the attribute is in this study's rubric and the score is on
         # its scale; the error path may take a second one to say which.
+        rubric_id = assignment.conversation.study.rubric_id
         on_scale = AttributeLevel.objects.filter(
-            attribute_id=attribute_id,
-            value=score,
-            attribute__rubric__studies__conversations=assignment.conversation_id,
+            attribute_id=attribute_id, value=score, attribute__rubric_id=rubric_id
         ).exists()
         if not on_scale:
-            attribute = Attribute.objects.filter(
-                pk=attribute_id, rubric__studies__conversations=assignment.conversation_id
-            ).first()
+            attribute = Attribute.objects.filter(pk=attribute_id, rubric_id=rubric_id).first()
             if attribute is None:
                 raise ValueError("unknown attribute")
             raise ValueError(f"{attribute.name} takes a score from its scale, not {score!r}")

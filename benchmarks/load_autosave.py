@@ -7,15 +7,22 @@ save of each field; the audit trail holds one change per acknowledged change; on
 clinician and response).
 
     .venv/bin/python benchmarks/load_autosave.py [--clinicians 50] [--seconds 60] [--workers 3]
+        [--threads 8] [--client-processes 5]
+
+The simulated clinicians run as threads spread over several client processes, as real browsers
+are separate programs: one Python process driving 50 threads would itself queue on its GIL and
+add that wait to every measured latency.
 
 It creates (and drops first) the database `mentalbench_bench` on $BENCH_PG
 (default postgres://postgres@127.0.0.1:5432). Not a test: figures depend on the machine.
 """
 
 import argparse
+import multiprocessing
 import os
 import random
 import re
+import resource
 import signal
 import statistics
 import subprocess
@@ -164,13 +171,37 @@ class Clinician(threading.Thread):
                 self.failures.append(f"{response.status_code} {response.text[:80]}")
 
 
-def verify(database_url: str, clinicians: list[Clinician]) -> dict:
+def drive(base: str, sessions: list[tuple[str, str]], seconds: int, seed: float) -> dict:
+    """One client process: its clinicians as threads; returns what they measured."""
+    stop = threading.Event()
+    rng = random.Random(seed)
+    clinicians = [
+        Clinician(base, session, token, stop, random.Random(rng.random()))
+        for session, token in sessions
+    ]
+    for c in clinicians:
+        c.start()
+    time.sleep(seconds)
+    stop.set()
+    for c in clinicians:
+        c.join()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "save_ms": [ms for c in clinicians for ms in c.save_ms],
+        "page_ms": [ms for c in clinicians for ms in c.page_ms],
+        "acked": [c.acked for c in clinicians],
+        "failures": [f for c in clinicians for f in c.failures],
+        "cpu": usage.ru_utime + usage.ru_stime,
+    }
+
+
+def verify(database_url: str, acked_per_clinician: list[list[tuple[str, int, int]]]) -> dict:
     """Count in the database: every acknowledged save stored exactly once."""
     expected_final: dict[tuple[str, int], int] = {}
     expected_changes = 0
-    for c in clinicians:
+    for acked in acked_per_clinician:
         last: dict[tuple[str, int], int] = {}
-        for item, attribute, score in c.acked:
+        for item, attribute, score in acked:
             if last.get((item, attribute)) != score:
                 expected_changes += 1
             last[(item, attribute)] = score
@@ -196,7 +227,7 @@ def verify(database_url: str, clinicians: list[Clinician]) -> dict:
     lost = sum(1 for key, value in expected_final.items() if stored.get(key) != value)
     unexpected = sum(1 for key in stored if key not in expected_final)
     return {
-        "acknowledged_saves": sum(len(c.acked) for c in clinicians),
+        "acknowledged_saves": sum(len(acked) for acked in acked_per_clinician),
         "fields": len(expected_final),
         "lost_or_wrong_final_values": lost,
         "values_never_acknowledged": unexpected,
@@ -212,6 +243,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--client-processes", type=int, default=5)
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
 
@@ -255,30 +287,31 @@ def main() -> int:
                 break
             except httpx.HTTPError:
                 time.sleep(0.2)
-        stop = threading.Event()
+        # Warm each worker up (imports, URL resolver, templates), as a running server is.
+        for session, token in sessions[: 2 * args.workers]:
+            httpx.get(f"{base}/rate/{token}/", cookies={"sessionid": session}).raise_for_status()
+        from django.db import connections
+
+        connections.close_all()  # the client processes must not share the seed's connection
+        n = args.client_processes
         rng = random.Random(1)
-        clinicians = [
-            Clinician(base, session, token, stop, random.Random(rng.random()))
-            for session, token in sessions
-        ]
         cpu_before = cpu_seconds(gunicorn.pid)
-        for c in clinicians:
-            c.start()
-        time.sleep(args.seconds)
-        stop.set()
-        for c in clinicians:
-            c.join()
+        with multiprocessing.get_context("spawn").Pool(n) as pool:
+            results = pool.starmap(
+                drive,
+                [(base, sessions[i::n], args.seconds, rng.random()) for i in range(n)],
+            )
         cpu_used = cpu_seconds(gunicorn.pid) - cpu_before
     finally:
         gunicorn.send_signal(signal.SIGTERM)
         gunicorn.wait(timeout=30)
 
-    saves = [ms for c in clinicians for ms in c.save_ms]
-    pages = [ms for c in clinicians for ms in c.page_ms]
-    failures = [f for c in clinicians for f in c.failures]
+    saves = [ms for r in results for ms in r["save_ms"]]
+    pages = [ms for r in results for ms in r["page_ms"]]
+    failures = [f for r in results for f in r["failures"]]
     print(
-        f"{args.clinicians} clinicians, {args.seconds} s, gunicorn {args.workers} workers x "
-        f"{args.threads} threads, {os.cpu_count()} CPUs"
+        f"{args.clinicians} clinicians in {n} client processes, {args.seconds} s, gunicorn "
+        f"{args.workers} workers x {args.threads} threads, {os.cpu_count()} CPUs"
     )
     for name, values in (("autosave", saves), ("page load", pages)):
         print(
@@ -290,9 +323,10 @@ def main() -> int:
     print(
         f"server CPU: {cpu_used:.1f} s for {len(saves) + len(pages)} requests = "
         f"{1000 * cpu_used / (len(saves) + len(pages)):.1f} ms per request; "
+        f"client CPU: {sum(r['cpu'] for r in results):.1f} s; "
         f"load average after: {os.getloadavg()[0]:.1f}"
     )
-    counts = verify(database_url, clinicians)
+    counts = verify(database_url, [acked for r in results for acked in r["acked"]])
     for key, value in counts.items():
         print(f"{key}: {value}")
     ok = (
