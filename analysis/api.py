@@ -1,4 +1,5 @@
-"""Read-only REST API for researchers: studies, ratings with scores, reliability reports, export.
+"""Read-only REST API for researchers: studies, ratings with scores, distortion label annotations,
+reliability reports, export.
 
 Token or session authentication (settings.REST_FRAMEWORK); researchers and admins only —
 clinicians get 403, anonymous requests 401. Reports use the same cached builder as the
@@ -23,7 +24,7 @@ from analysis.export import ExportCount, long_csv, wide_csv
 from analysis.models import ExportLog
 from analysis.selectors import Filters, ReportParams, StudyReport, study_report
 from analysis.services import export_log_create, export_logged
-from annotation.models import Rating, Score, Study
+from annotation.models import LabelAnnotation, Rating, Score, Study
 from annotation.roles import can_read_analysis
 
 
@@ -72,6 +73,20 @@ class RatingSerializer(serializers.ModelSerializer):
 
     def get_scores(self, rating: Rating) -> dict[str, int]:
         return {s.attribute.name: s.value for s in rating.scores.all()}
+
+
+class LabelAnnotationSerializer(serializers.ModelSerializer):
+    study = serializers.IntegerField(source="conversation.study_id")
+    conversation = serializers.CharField(source="conversation.external_id")
+    rater = serializers.CharField(source="rater.name")
+    rater_kind = serializers.CharField(source="rater.kind")
+
+    class Meta:
+        model = LabelAnnotation
+        fields = [
+            "id", "study", "conversation", "rater", "rater_kind", "run", "repeat", "status",
+            "source", "labels", "others", "error", "created_at", "updated_at",
+        ]  # fmt: skip
 
 
 REPORT_PARAMETERS = [
@@ -192,13 +207,31 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         return response
 
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("study", int, description="study id"),
-        OpenApiParameter("rater", str, description="rater name"),
-        OpenApiParameter("status", str, enum=[s.value for s in Rating.Status]),
-    ]
-)
+LIST_PARAMETERS = [
+    OpenApiParameter("study", int, description="study id"),
+    OpenApiParameter("rater", str, description="rater name"),
+    OpenApiParameter("status", str, enum=[s.value for s in Rating.Status]),
+]
+
+
+def _filtered(queryset, q, *, study_field: str):
+    """The list filters both viewsets share: study, rater and status."""
+    if q.get("study"):
+        try:
+            queryset = queryset.filter(**{study_field: int(q["study"])})
+        except ValueError:
+            raise ValidationError({"study": "expected a study id"}) from None
+    if q.get("rater"):
+        queryset = queryset.filter(rater__name=q["rater"])
+    if q.get("status"):
+        if q["status"] not in Rating.Status.values:
+            raise ValidationError({"status": f"choose one of {', '.join(Rating.Status.values)}"})
+        return queryset.filter(status=q["status"])
+    # A draft is a clinician's unfinished work: only on explicit request (?status=draft).
+    return queryset.exclude(status=Rating.Status.DRAFT)
+
+
+@extend_schema(parameters=LIST_PARAMETERS)
 class RatingViewSet(viewsets.ReadOnlyModelViewSet):
     """Ratings with their scores, oldest first; filter by study, rater and status (drafts only
     with ?status=draft)."""
@@ -215,16 +248,20 @@ class RatingViewSet(viewsets.ReadOnlyModelViewSet):
             )
             .order_by("id")
         )
-        if q.get("study"):
-            try:
-                ratings = ratings.filter(response__conversation__study_id=int(q["study"]))
-            except ValueError:
-                raise ValidationError({"study": "expected a study id"}) from None
-        if q.get("rater"):
-            ratings = ratings.filter(rater__name=q["rater"])
-        if q.get("status"):
-            ratings = ratings.filter(status=q["status"])
-        else:
-            # A draft is a clinician's unfinished work: only on explicit request (?status=draft).
-            ratings = ratings.exclude(status=Rating.Status.DRAFT)
-        return ratings
+        return _filtered(ratings, q, study_field="response__conversation__study_id")
+
+
+@extend_schema(parameters=LIST_PARAMETERS)
+class LabelAnnotationViewSet(viewsets.ReadOnlyModelViewSet):
+    """Cognitive-distortion labels of clinicians and LLM runs (one row per rater, message, run
+    and repeat), oldest first; filter by study, rater and status (drafts only with
+    ?status=draft). Out-of-list labels stand as "Others" in `labels`, verbatim in `others`."""
+
+    serializer_class = LabelAnnotationSerializer
+    permission_classes = [IsResearcher]
+
+    def get_queryset(self):
+        annotations = LabelAnnotation.objects.select_related("conversation", "rater").order_by("id")
+        return _filtered(
+            annotations, self.request.query_params, study_field="conversation__study_id"
+        )

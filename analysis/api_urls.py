@@ -8,6 +8,7 @@ from . import api
 router = DefaultRouter()
 router.register("studies", api.StudyViewSet, basename="study")
 router.register("ratings", api.RatingViewSet, basename="rating")
+router.register("label-annotations", api.LabelAnnotationViewSet, basename="label-annotation")
 
 urlpatterns = [
     # The schema describes the API's shape only (no data), so tools may fetch it without a token.

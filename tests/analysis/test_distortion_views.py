@@ -188,3 +188,49 @@ def test_kappa_f1_upload_explains_a_bad_file(client, researcher):
     assert response.status_code == 200
     assert "bad" in response.content.decode() or "true" in response.content.decode()
     assert "kappa-f1-result" not in response.content.decode()
+
+
+def _token_client(user):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+def test_api_lists_label_annotations_of_runs_and_clinicians(
+    cd_study, researcher, django_assert_max_num_queries
+):
+    study, run = cd_study
+    conversation = study.conversations.get(external_id="m2")
+    draft_rater = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr-draft")
+    LabelAnnotation.objects.create(
+        rater=draft_rater, conversation=conversation, status="draft", source="form"
+    )
+    api = _token_client(researcher)
+    with django_assert_max_num_queries(6):
+        body = api.get("/api/label-annotations/", {"study": study.pk, "limit": 100}).json()
+    # 5 messages × 5 runs + 3 clinician labels; the draft only on request.
+    assert body["count"] == 28
+    first = body["results"][0]
+    assert first["rater"] == "fake-cd" and first["rater_kind"] == "judge"
+    assert (first["conversation"], first["run"], first["repeat"]) == ("m0", run.pk, 0)
+    assert first["labels"] == ["Labeling"] and first["status"] == "complete"
+    m4 = [r for r in body["results"] if r["conversation"] == "m4" and r["repeat"] == 0][0]
+    assert m4["labels"] == ["Others", "Labeling"] and m4["others"] == ["Self-Blame"]
+    clinician = api.get("/api/label-annotations/", {"rater": "dr-who"}).json()
+    assert [r["labels"] for r in clinician["results"]] == list(CLINICIAN.values())
+    drafts = api.get("/api/label-annotations/", {"status": "draft"}).json()
+    assert [r["rater"] for r in drafts["results"]] == ["dr-draft"]
+
+
+def test_api_label_annotations_refuse_clinicians_and_bad_filters(
+    cd_study, researcher, clinician_user
+):
+    assert _token_client(clinician_user).get("/api/label-annotations/").status_code == 403
+    api = _token_client(researcher)
+    response = api.get("/api/label-annotations/", {"study": "x"})
+    assert response.status_code == 400 and response.json() == {"study": "expected a study id"}
+    response = api.get("/api/label-annotations/", {"status": "finished"})
+    assert response.status_code == 400 and "complete" in response.json()["status"]
