@@ -290,9 +290,6 @@ def main() -> int:
         # Warm each worker up (imports, URL resolver, templates), as a running server is.
         for session, token in sessions[: 2 * args.workers]:
             httpx.get(f"{base}/rate/{token}/", cookies={"sessionid": session}).raise_for_status()
-        from django.db import connections
-
-        connections.close_all()  # the client processes must not share the seed's connection
         n = args.client_processes
         rng = random.Random(1)
         cpu_before = cpu_seconds(gunicorn.pid)
