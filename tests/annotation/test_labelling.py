@@ -1,9 +1,12 @@
 """Distortion labelling by clinicians: study creation, assignment, autosave, submit, blinding."""
 
 import random
+import threading
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test import Client
 from django.urls import reverse
 
 from annotation.models import (
@@ -183,6 +186,59 @@ def test_stale_tab_cannot_overwrite_a_newer_selection(ranked_study, clinician):
     )
     assert stale.saved is False and stale.value == "Labeling"
     assert LabelAnnotation.objects.get().labels == ["Labeling"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_tabs_posting_at_once_keep_one_annotation_and_the_later_edit(django_user_model):
+    """Two browser tabs (two sessions, two connections) autosave different selections at the
+    same instant, over HTTP: one annotation, the later edit (by the browser clock) wins whatever
+    order the requests commit in, and the audit trail ends on it."""
+    study = make_distortion_study()
+    clinician = make_clinician(django_user_model, "tabs")
+    assignment = _assign(study, clinician)[0]
+    tabs = [Client(), Client()]
+    for tab in tabs:
+        tab.force_login(clinician.user)
+    errors: list[BaseException] = []
+    statuses: list[int] = []
+
+    def run_round(posts):
+        barrier = threading.Barrier(len(posts))
+
+        def post(tab, data):
+            try:
+                barrier.wait()
+                statuses.append(_save(tab, assignment, data).status_code)
+            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=post, args=p) for p in posts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    for round_, (late, early) in enumerate(
+        [
+            ("Labeling", "Mental Filter"),
+            ("Mind Reading", "Labeling"),
+            ("Labeling", "Overgeneralization"),
+        ]
+    ):
+        base = 1_000_000 * (round_ + 1)
+        run_round(
+            [
+                (tabs[0], {"dominant": early, "edited_ms": base}),
+                (tabs[1], {"dominant": late, "edited_ms": base + 500}),
+            ]
+        )
+        annotation = LabelAnnotation.objects.get(rater=clinician)
+        assert annotation.labels == [late]
+        assert LabelChange.objects.filter(annotation=annotation).last().new_value == late
+    assert errors == [] and statuses == [200] * 6
+    assert LabelAnnotation.objects.filter(rater=clinician).count() == 1
 
 
 @pytest.mark.django_db
