@@ -2,7 +2,6 @@ import tempfile
 from pathlib import Path
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -13,7 +12,7 @@ from .importers.base import ImportProblem, file_sha256
 from .importers.mentalalign import read_workbook
 from .importers.mentalbench import read_conversations
 from .models import Study
-from .roles import CLINICIAN, role_required
+from .roles import ADMIN, CLINICIAN, role_required
 from .selectors import (
     assignment_get_for_user,
     assignments_for_user,
@@ -85,7 +84,7 @@ def _run_import(form: ImportForm, path: Path, user) -> tuple:
     return study, lines, s["problems"]
 
 
-@staff_member_required
+@role_required(ADMIN)
 def import_upload(request: HttpRequest) -> HttpResponse:
     context: dict = {}
     if request.method == "POST":

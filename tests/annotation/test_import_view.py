@@ -4,6 +4,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from annotation.models import Conversation, ImportLog, Response, Study
+from annotation.roles import ADMIN, CLINICIAN, role_add
 
 
 @pytest.fixture
@@ -52,7 +53,15 @@ def test_bad_upload_shows_the_error_with_the_uploaded_name_and_writes_nothing(st
 
 
 @pytest.mark.django_db
-def test_import_page_is_for_staff_only(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("clin", password="pw"))
+def test_import_page_is_for_admins_only(client, django_user_model):
     response = client.get("/imports/")
-    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+    clinician = django_user_model.objects.create_user("clin", password="pw")
+    role_add(user=clinician, role=CLINICIAN)
+    client.force_login(clinician)
+    assert client.get("/imports/").status_code == 403
+    # The admin role is staff or the "admin" group, as for every other admin page.
+    admin = django_user_model.objects.create_user("chief", password="pw")
+    role_add(user=admin, role=ADMIN)
+    client.force_login(admin)
+    assert client.get("/imports/").status_code == 200
