@@ -23,6 +23,32 @@ from .models import (
 )
 
 
+class ViewOnlyAdmin(admin.ModelAdmin):
+    """Shown, never edited here: ratings, labels and assignments change only through the
+    services (autosave, submit, judge runs, imports, /manage/), which lock the assignment and
+    write the audit trail — an edit in the admin would do neither; audit logs are append-only."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ViewOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class AttributeLevelInline(admin.TabularInline):
     model = AttributeLevel
     extra = 0
@@ -47,17 +73,11 @@ class RubricAdmin(admin.ModelAdmin):
     inlines = [AttributeInline]
 
 
-class DistortionLabelInline(admin.TabularInline):
+class DistortionLabelInline(ViewOnlyInline):
     """Shown, not edited here: stored labels name these entries (see distortion_labels_set)."""
 
     model = DistortionLabel
-    extra = 0
     fields = ["position", "name", "prompt_label", "definition", "example"]
-    readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Study)
@@ -112,15 +132,14 @@ class RaterAdmin(admin.ModelAdmin):
     search_fields = ["name", "model"]
 
 
-class AssignmentItemInline(admin.TabularInline):
+class AssignmentItemInline(ViewOnlyInline):
     model = AssignmentItem
-    extra = 0
-    readonly_fields = ["response", "position", "token"]
-    can_delete = False
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(admin.ModelAdmin):
+class AssignmentAdmin(ViewOnlyAdmin):
+    """Assign, reassign and reclaim at /manage/ (they keep started work from moving silently)."""
+
     list_display = [
         "id",
         "rater",
@@ -131,35 +150,28 @@ class AssignmentAdmin(admin.ModelAdmin):
         "submitted_at",
     ]
     list_filter = ["status", "conversation__study", "rater"]
-    raw_id_fields = ["conversation", "reclaimed_from"]
-    readonly_fields = ["token", "seed"]
     list_select_related = ["rater", "conversation__study"]
     inlines = [AssignmentItemInline]
 
 
-class ScoreInline(admin.TabularInline):
+class ScoreInline(ViewOnlyInline):
     model = Score
-    extra = 0
 
 
-class RatingChangeInline(admin.TabularInline):
+class RatingChangeInline(ViewOnlyInline):
     model = RatingChange
-    extra = 0
-    readonly_fields = ["attribute", "field", "old_value", "new_value", "changed_by", "changed_at"]
-    can_delete = False
 
 
 @admin.register(Rating)
-class RatingAdmin(admin.ModelAdmin):
+class RatingAdmin(ViewOnlyAdmin):
     list_display = ["id", "rater", "response", "run", "repeat", "status", "source", "updated_at"]
     list_filter = ["status", "source", "rater"]
-    raw_id_fields = ["response", "assignment", "run"]
     list_select_related = ["rater", "response__conversation__study", "response__responder"]
     inlines = [ScoreInline, RatingChangeInline]
 
 
 @admin.register(RatingChange)
-class RatingChangeAdmin(admin.ModelAdmin):
+class RatingChangeAdmin(ViewOnlyAdmin):
     list_display = [
         "rating",
         "attribute",
@@ -170,45 +182,24 @@ class RatingChangeAdmin(admin.ModelAdmin):
         "changed_at",
     ]
     list_filter = ["field"]
-    raw_id_fields = ["rating"]
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False  # the audit trail is append-only
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
-class LabelChangeInline(admin.TabularInline):
+class LabelChangeInline(ViewOnlyInline):
     model = LabelChange
-    extra = 0
     fields = ["field", "old_value", "new_value", "changed_by", "changed_at"]
-    readonly_fields = fields
-    can_delete = False
 
 
 @admin.register(LabelAnnotation)
-class LabelAnnotationAdmin(admin.ModelAdmin):
+class LabelAnnotationAdmin(ViewOnlyAdmin):
     list_display = [
         "id", "rater", "conversation", "run", "repeat", "status", "source", "labels", "updated_at",
     ]  # fmt: skip
     list_filter = ["status", "source", "rater"]
-    raw_id_fields = ["conversation", "assignment", "run"]
     list_select_related = ["rater", "conversation__study"]
     inlines = [LabelChangeInline]
 
 
 @admin.register(ImportLog)
-class ImportLogAdmin(admin.ModelAdmin):
+class ImportLogAdmin(ViewOnlyAdmin):
     list_display = ["created_at", "study", "kind", "file_name", "summary", "created_by"]
     list_filter = ["kind", "study"]
-    readonly_fields = [
-        "study",
-        "kind",
-        "file_name",
-        "sha256",
-        "summary",
-        "problems",
-        "created_by",
-        "created_at",
-    ]
