@@ -15,6 +15,15 @@ class ModelEndpointForm(forms.ModelForm):
         "variable name) where the workers' environment can hold the secret.",
     )
 
+    # A base URL without a scheme means https (Django 6's default; said here, not assumed).
+    base_url = forms.URLField(
+        required=False,
+        max_length=ModelEndpoint._meta.get_field("base_url").max_length,
+        assume_scheme="https",
+        help_text="Blank for the provider's own API; an OpenAI-compatible server otherwise, "
+        "e.g. http://127.0.0.1:8000/v1 for vLLM.",
+    )
+
     class Meta:
         model = ModelEndpoint
         fields = [
