@@ -161,3 +161,16 @@ def test_admin_never_renders_the_api_key(admin_client, endpoint_factory):
     page = admin_client.get(reverse("admin:judging_modelendpoint_change", args=[endpoint.pk]))
     assert page.status_code == 200
     assert API_KEY not in page.content.decode()
+
+
+def test_endpoint_form_keeps_the_base_url_scheme_and_says_what_a_bare_one_means():
+    from django.core.exceptions import ValidationError
+
+    from judging.admin import ModelEndpointForm
+
+    field = ModelEndpointForm.base_fields["base_url"]
+    assert field.clean("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
+    assert field.clean("api.example.org/v1") == "https://api.example.org/v1"
+    assert field.clean("") == ""
+    with pytest.raises(ValidationError, match="valid URL"):
+        field.clean("not a url")
