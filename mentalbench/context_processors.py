@@ -2,7 +2,7 @@
 
 from django.http import HttpRequest
 
-from annotation.roles import ADMIN, CLINICIAN, RESEARCHER
+from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, roles_of
 
 # (label, path, roles that see it); admins see every link, Django's admin only for staff (it
 # admits no one else).
@@ -24,10 +24,10 @@ def nav(request: HttpRequest) -> dict:
 
     def links() -> list[tuple[str, str, bool]]:
         user = getattr(request, "user", None)
-        if user is None or not user.is_authenticated:
+        if user is None:
             return []
-        roles = set(user.groups.values_list("name", flat=True))
-        admin = user.is_staff or ADMIN in roles
+        roles = roles_of(user)
+        admin = ADMIN in roles
         return [
             (label, path, request.path.startswith(path))
             for label, path, allowed in SECTIONS
