@@ -1,8 +1,11 @@
 """Fixtures for the clinician rating tests: a small study, clinicians with accounts, assignments."""
 
 import random
+import threading
+from collections.abc import Callable
 
 import pytest
+from django.db import connection
 
 from annotation.models import Conversation, Rater, Responder, Response
 from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
@@ -44,6 +47,32 @@ def make_clinician(django_user_model, username: str) -> Rater:
     user = django_user_model.objects.create_user(username=username, password="pw-" + username)
     role_add(user=user, role=CLINICIAN)
     return Rater.objects.create(kind=Rater.Kind.CLINICIAN, name=username, user=user)
+
+
+def at_once(*calls: Callable[[], object]) -> list:
+    """Run the calls in threads released at the same instant (two browser tabs, two database
+    connections) and return their results in order; an error in any of them is raised here."""
+    barrier = threading.Barrier(len(calls))
+    results: list = [None] * len(calls)
+    errors: list[BaseException] = []
+
+    def run(i: int, call: Callable[[], object]) -> None:
+        try:
+            barrier.wait()
+            results[i] = call()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the calling thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 @pytest.fixture

@@ -1,11 +1,9 @@
 """Distortion labelling by clinicians: study creation, assignment, autosave, submit, blinding."""
 
 import random
-import threading
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -21,7 +19,7 @@ from annotation.models import (
 from annotation.services import assignments_create, label_annotation_save, study_get_or_create
 from judging.prompts import DEFAULT_DISTORTIONS
 
-from .conftest import make_clinician
+from .conftest import at_once, make_clinician
 
 MESSAGES = [
     "I failed one exam so I will never amount to anything.",
@@ -197,28 +195,13 @@ def test_two_tabs_posting_at_once_keep_one_annotation_and_the_later_edit(django_
     clinician = make_clinician(django_user_model, "tabs")
     assignment = _assign(study, clinician)[0]
     tabs = [Client(), Client()]
-    for tab in tabs:
-        tab.force_login(clinician.user)
-    errors: list[BaseException] = []
+    for client in tabs:
+        client.force_login(clinician.user)
     statuses: list[int] = []
 
-    def run_round(posts):
-        barrier = threading.Barrier(len(posts))
-
-        def post(tab, data):
-            try:
-                barrier.wait()
-                statuses.append(_save(tab, assignment, data).status_code)
-            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-                errors.append(exc)
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=post, args=p) for p in posts]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    def tab(client, dominant, edited_ms):
+        data = {"dominant": dominant, "edited_ms": edited_ms}
+        return lambda: _save(client, assignment, data).status_code
 
     for round_, (late, early) in enumerate(
         [
@@ -228,16 +211,11 @@ def test_two_tabs_posting_at_once_keep_one_annotation_and_the_later_edit(django_
         ]
     ):
         base = 1_000_000 * (round_ + 1)
-        run_round(
-            [
-                (tabs[0], {"dominant": early, "edited_ms": base}),
-                (tabs[1], {"dominant": late, "edited_ms": base + 500}),
-            ]
-        )
+        statuses += at_once(tab(tabs[0], early, base), tab(tabs[1], late, base + 500))
         annotation = LabelAnnotation.objects.get(rater=clinician)
         assert annotation.labels == [late]
         assert LabelChange.objects.filter(annotation=annotation).last().new_value == late
-    assert errors == [] and statuses == [200] * 6
+    assert statuses == [200] * 6
     assert LabelAnnotation.objects.filter(rater=clinician).count() == 1
 
 

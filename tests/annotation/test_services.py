@@ -1,12 +1,10 @@
 """Clinician rating services: assignment, autosave, submit, flag, reclaim, active time."""
 
 import random
-import threading
 from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Assignment, AssignmentItem, Rater, Rating, RatingChange, Score
@@ -25,7 +23,7 @@ from annotation.services import (
     rating_save,
 )
 
-from .conftest import make_clinician, make_study
+from .conftest import at_once, make_clinician, make_study
 
 
 def _attributes(assignment):
@@ -309,41 +307,20 @@ def test_two_tabs_saving_at_once_make_one_rating_and_keep_every_edit(django_user
     (assignment,) = assignments_create(study=study, clinicians=[clinician])
     item = assignment.items.first()
     attributes = _attributes(assignment)
-    errors: list[BaseException] = []
 
-    def run_tabs(calls):
-        barrier = threading.Barrier(len(calls))
+    def tab(**kwargs):
+        return lambda: rating_save(
+            assignment=assignment, item_token=item.token, user=clinician.user, **kwargs
+        )
 
-        def tab(kwargs):
-            try:
-                barrier.wait()
-                rating_save(
-                    assignment=assignment, item_token=item.token, user=clinician.user, **kwargs
-                )
-            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-                errors.append(exc)
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=tab, args=(kw,)) for kw in calls]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-
-    run_tabs(
-        [
-            {"attribute_id": attributes[0].pk, "score": 2, "edited_ms": 1000},
-            {"attribute_id": attributes[1].pk, "score": 3, "edited_ms": 1001},
-        ]
+    at_once(
+        tab(attribute_id=attributes[0].pk, score=2, edited_ms=1000),
+        tab(attribute_id=attributes[1].pk, score=3, edited_ms=1001),
     )
-    run_tabs(
-        [
-            {"attribute_id": attributes[0].pk, "score": 5, "edited_ms": 3000},
-            {"attribute_id": attributes[0].pk, "score": 1, "edited_ms": 2000},
-        ]
+    at_once(
+        tab(attribute_id=attributes[0].pk, score=5, edited_ms=3000),
+        tab(attribute_id=attributes[0].pk, score=1, edited_ms=2000),
     )
-    assert errors == []
     assert Rating.objects.filter(rater=clinician).count() == 1
     scores = dict(Score.objects.filter(rating__rater=clinician).values_list("attribute", "value"))
     assert scores == {attributes[0].pk: 5, attributes[1].pk: 3}
