@@ -46,13 +46,34 @@ def envlist(name: str, default: list[str]) -> list[str]:
 
 
 DEBUG = envbool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and envbool("REQUIRE_SECRET_KEY", False):
-        raise ImproperlyConfigured("SECRET_KEY must be set in production")
-    # A fixed development key keeps sessions valid across restarts of the demo; production sets
-    # SECRET_KEY (docker-compose.yml does).
-    SECRET_KEY = "insecure-dev-key-set-SECRET_KEY-in-production"  # noqa: S105
+
+# --- Secret key: fails closed -------------------------------------------------------------------
+# A key anyone can read (the development one, or none at all) lets anyone forge sessions and
+# password-reset links. So outside DEBUG the platform refuses to start without a private key: from
+# SECRET_KEY, from the file SECRET_KEY_FILE names (Docker/Kubernetes secrets), or from the random
+# key `bin/up` writes once into the ignored file .secret_key for a local trial.
+DEV_SECRET_KEY = "insecure-dev-key-set-SECRET_KEY-in-production"  # noqa: S105
+SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE") or BASE_DIR / ".secret_key")
+
+
+def _read_secret_key() -> str:
+    key = os.environ.get("SECRET_KEY", "")
+    if not key and SECRET_KEY_FILE.is_file():
+        key = SECRET_KEY_FILE.read_text().strip()
+    if key and key != DEV_SECRET_KEY:
+        return key
+    if DEBUG:
+        return DEV_SECRET_KEY
+    # SystemExit, not an exception: the operator reads one line, not a traceback.
+    raise SystemExit(
+        "MentalBench will not start: SECRET_KEY is "
+        + ("the public development key" if key else "not set")
+        + " (set SECRET_KEY or SECRET_KEY_FILE to a long random value;"
+        + " DEBUG=1 only for development)"
+    )
+
+
+SECRET_KEY = _read_secret_key()
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
@@ -82,8 +103,46 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "mentalbench.middleware.NoStoreMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+# --- HTTPS and browser hardening (`manage.py check --deploy` is clean with HTTPS=1) ------------
+# HTTPS=1 says the site is served over TLS: cookies only over HTTPS, redirect plain HTTP, and HSTS.
+# Behind a TLS-terminating proxy also set TRUST_X_FORWARDED_PROTO=1, and only if the proxy
+# overwrites X-Forwarded-Proto (otherwise a client could claim HTTPS). Local trials stay on HTTP.
+HTTPS = envbool("HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SESSION_COOKIE_HTTPONLY = True
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", HTTPS)
+# Container healthchecks speak plain HTTP inside the compose network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+# The preload directive does nothing until the domain is submitted to the browsers' list.
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", HTTPS)
+if envbool("TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy: every script, style sheet and chart library is served from static/, so
+# scripts may come from this site only — no inline code, no eval (charts use vega-interpreter).
+# Inline *styles* stay allowed: Vega's SVG renderer and vega-embed set style attributes, and a
+# style cannot run code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "mentalbench.urls"
 WSGI_APPLICATION = "mentalbench.wsgi.application"

@@ -119,9 +119,22 @@ def chromium(django_db_setup):
 
 @pytest.fixture
 def page(chromium, live_server):
-    """A fresh browser context per test."""
+    """A fresh browser context per test; fails if the page broke its Content-Security-Policy.
+
+    The policy admits no inline script or eval, so an inline handler added to a template would
+    silently stop working in the browser: every browser test doubles as the check that none was.
+    """
     context = chromium.new_context(
         base_url=live_server.url, viewport={"width": 1280, "height": 900}
     )
-    yield context.new_page()
+    browser_page = context.new_page()
+    violations: list[str] = []
+    browser_page.on(
+        "console",
+        lambda message: (
+            violations.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
+    yield browser_page
     context.close()
+    assert not violations, f"the page broke its Content-Security-Policy: {violations}"

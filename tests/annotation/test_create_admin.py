@@ -1,0 +1,53 @@
+"""The first admin of a deployment comes from the environment, never from a published default."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+
+STRONG = "correct horse battery staple 42"
+
+
+@pytest.fixture
+def admin_env(monkeypatch):
+    def set_env(username: str = "", password: str = "") -> None:
+        monkeypatch.setenv("MENTALBENCH_ADMIN_USERNAME", username)
+        monkeypatch.setenv("MENTALBENCH_ADMIN_PASSWORD", password)
+
+    return set_env
+
+
+@pytest.mark.django_db
+def test_creates_the_first_admin_once(admin_env, capsys):
+    admin_env("lead", STRONG)
+    call_command("create_admin")
+    user = get_user_model().objects.get(username="lead")
+    assert user.is_superuser and user.is_staff and user.check_password(STRONG)
+    assert STRONG not in capsys.readouterr().out  # never echoed
+
+    admin_env("lead", "another long passphrase 99")
+    call_command("create_admin")  # idempotent: the password is not reset by a restart
+    user.refresh_from_db()
+    assert user.check_password(STRONG)
+
+
+@pytest.mark.django_db
+def test_nothing_without_configuration(admin_env):
+    admin_env()
+    call_command("create_admin")
+    assert not get_user_model().objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("password", ["password1", "12345678", "lead"])
+def test_weak_password_is_refused(admin_env, password):
+    admin_env("lead", password)
+    with pytest.raises(CommandError, match="MENTALBENCH_ADMIN_PASSWORD refused"):
+        call_command("create_admin")
+    assert not get_user_model().objects.exists()
+
+
+@pytest.mark.django_db
+def test_half_configured_is_an_error(admin_env):
+    admin_env("lead", "")
+    with pytest.raises(CommandError, match="both"):
+        call_command("create_admin")

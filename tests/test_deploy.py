@@ -1,0 +1,107 @@
+"""Deployment safety: the secret key fails closed, `check --deploy` is clean in production, and
+every dynamic response carries the Content-Security-Policy and `Cache-Control: no-store`."""
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What docs/security.md tells a hospital's admin to set for production.
+PRODUCTION_ENV = {
+    "DEBUG": "0",
+    "HTTPS": "1",
+    "ALLOWED_HOSTS": "mentalbench.hospital.example",
+    "CSRF_TRUSTED_ORIGINS": "https://mentalbench.hospital.example",
+}
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "HTTPS"}}
+    # Never pick up a developer's .secret_key from bin/up: each case names its own key source.
+    base["SECRET_KEY_FILE"] = str(ROOT / "no-such-secret-key-file")
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"DEBUG": "0"}, "SECRET_KEY is not set"),
+        ({"DEBUG": "0", "SECRET_KEY": settings.DEV_SECRET_KEY}, "the public development key"),
+    ],
+    ids=["missing", "development key"],
+)
+def test_start_up_refuses_a_missing_or_public_secret_key(env, said):
+    result = manage("check", env=env)
+    assert result.returncode == 1
+    # One line for the operator, no traceback.
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert said in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_secret_key_from_a_file(tmp_path):
+    key_file = tmp_path / "secret"
+    key_file.write_text(secrets.token_urlsafe(50) + "\n")
+    result = manage("check", env={"DEBUG": "0", "SECRET_KEY_FILE": str(key_file)})
+    assert result.returncode == 0, result.stderr
+
+
+def test_development_may_run_on_the_development_key():
+    assert manage("check", env={"DEBUG": "1"}).returncode == 0
+
+
+def test_check_deploy_is_clean_with_the_documented_production_environment():
+    env = {**PRODUCTION_ENV, "SECRET_KEY": secrets.token_urlsafe(50)}
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_check_deploy_warns_without_https():
+    # The same check is not vacuous: without HTTPS=1 it names what is missing.
+    env = {**PRODUCTION_ENV, "HTTPS": "0", "SECRET_KEY": secrets.token_urlsafe(50)}
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode != 0
+    assert "SESSION_COOKIE_SECURE" in result.stdout + result.stderr
+
+
+@pytest.mark.django_db
+def test_pages_carry_a_strict_content_security_policy(client, django_user_model):
+    user = django_user_model.objects.create_user("someone", password="a long enough password 1")
+    client.force_login(user)
+    policy = client.get(reverse("home"))["Content-Security-Policy"]
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives["script-src"] == "'self'"  # no inline code, no eval
+    assert directives["object-src"] == "'none'"
+    assert directives["frame-ancestors"] == "'none'"
+
+
+@pytest.mark.django_db
+def test_dynamic_responses_are_never_stored(client):
+    for response in (client.get(reverse("login")), client.get(reverse("healthz"))):
+        assert "no-store" in response["Cache-Control"]
+
+
+def test_no_template_holds_inline_script_or_handlers():
+    # The policy refuses them in the browser; catching them here names the file.
+    offenders = []
+    for path in (ROOT / "templates").rglob("*.html"):
+        text = path.read_text()
+        for bad in ("<script>", " onclick=", " onchange=", " onsubmit=", " oninput=", "<style>"):
+            if bad in text:
+                offenders.append(f"{path.relative_to(ROOT)}: {bad.strip()}")
+    assert not offenders
