@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 from django.db import connection
+from playwright.sync_api import expect
 
 from annotation.models import Conversation, Rater, Responder, Response
 from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
@@ -115,3 +116,12 @@ def assignment(study, clinician):
 def alice(client, clinician):
     client.force_login(clinician.user)
     return client
+
+
+def wait_saved(page) -> None:
+    """Wait until the page says every change is saved.
+
+    A Playwright locator assertion, not `wait_for_function`: that evaluates a string in the page,
+    which the Content-Security-Policy (no eval) refuses.
+    """
+    expect(page.locator("#save-state")).to_contain_text("All changes saved", timeout=5000)

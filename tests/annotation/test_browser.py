@@ -8,7 +8,7 @@ from annotation.roles import CLINICIAN, role_add
 from annotation.services import assignments_create
 
 from ..conftest import SCREENSHOTS
-from .conftest import RESPONDERS, make_study
+from .conftest import RESPONDERS, make_study, wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,13 +36,6 @@ def _rate_card(page, card: int) -> None:
     assert page.evaluate("document.activeElement.tagName") == "TEXTAREA"
     page.keyboard.type(f"Rationale for card {card}.")
     page.keyboard.press("Tab")
-
-
-def _wait_saved(page) -> None:
-    page.wait_for_function(
-        "document.querySelector('#save-state').textContent.includes('All changes saved')",
-        timeout=5000,
-    )
 
 
 def _checked(page, card: int) -> list[int]:
@@ -77,7 +70,7 @@ def test_clinician_rates_a_conversation_with_the_keyboard(django_db_setup, page,
     page.wait_for_url(f"**/rate/{first.token}/")
 
     _rate_card(page, 0)
-    _wait_saved(page)
+    wait_saved(page)
     # Anchors show on keyboard focus.
     _tab_to(page, "#response-1 input[type=radio]")
     assert page.locator("#response-1 .level:focus-within .anchor").first.is_visible()
@@ -98,7 +91,7 @@ def test_clinician_rates_a_conversation_with_the_keyboard(django_db_setup, page,
 
     for card in (1, 2):
         _rate_card(page, card)
-    _wait_saved(page)
+    wait_saved(page)
     _tab_to(page, "#submit-conversation")
     page.keyboard.press("Enter")
     page.wait_for_url(f"**/rate/{second.token}/")

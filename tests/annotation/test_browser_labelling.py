@@ -10,6 +10,7 @@ from annotation.services import assignments_create, study_get_or_create
 from judging.models import ModelEndpoint, Run
 
 from ..conftest import SCREENSHOTS
+from .conftest import wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,13 +21,6 @@ def _tab_to(page, selector: str, limit: int = 200) -> None:
             return
         page.keyboard.press("Tab")
     raise AssertionError(f"Tab never reached {selector}")
-
-
-def _wait_saved(page) -> None:
-    page.wait_for_function(
-        "document.querySelector('#save-state').textContent.includes('All changes saved')",
-        timeout=5000,
-    )
 
 
 def _login(page, username: str, password: str) -> None:
@@ -63,12 +57,12 @@ def test_clinician_labels_messages_with_the_keyboard(django_db_setup, page, live
     _tab_to(page, "#dominant-group input[type=radio]")
     page.keyboard.press("Space")
     page.keyboard.press("ArrowDown")
-    _wait_saved(page)
+    wait_saved(page)
     # Secondary: from "None", ArrowDown ×10 → Labeling (the tenth distortion).
     _tab_to(page, "#secondary-group input[type=radio]")
     for _ in range(10):
         page.keyboard.press("ArrowDown")
-    _wait_saved(page)
+    wait_saved(page)
     annotation = LabelAnnotation.objects.get(rater=rater, conversation=first.conversation)
     assert annotation.labels == ["Overgeneralization", "Labeling"]
     page.screenshot(path=str(SCREENSHOTS / "labelling-page.png"), full_page=True)
