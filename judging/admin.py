@@ -47,6 +47,14 @@ class ModelEndpointForm(forms.ModelForm):
             "price_output_per_mtok",
         ]
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Read when the form is built: the operator's rule comes from the environment.
+        self.fields["api_key_env"].help_text = (
+            "The name of an environment variable on the workers that holds the key; "
+            f"{api_keys.allowed_key_env_rule()}."
+        )
+
     def clean_api_key(self) -> str:
         new = self.cleaned_data.get("api_key", "")
         if not new:

@@ -124,6 +124,9 @@ def test_admin_refuses_a_disallowed_key_variable(superuser_client):
     )
     assert page.status_code == 200  # the form again, with the error
     assert "DATABASE_URL holds one of the platform&#x27;s own secrets" in page.content.decode()
+    # The empty form says beforehand which names are allowed.
+    empty = superuser_client.get(reverse("admin:judging_modelendpoint_add")).content.decode()
+    assert "allowed: a name starting with MENTALBENCH_KEY_ or OPENAI_API_KEY" in empty
     assert not ModelEndpoint.objects.exists()
 
 
