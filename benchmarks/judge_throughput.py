@@ -84,6 +84,9 @@ def main() -> None:
     os.environ["JUDGING_RATELIMIT_REDIS_URL"] = REDIS_URL
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
     os.environ["LOG_LEVEL"] = "WARNING"
+    # The fake server takes any key; an allowed variable needs no encryption key (and workers
+    # inherit it).
+    os.environ["MENTALBENCH_KEY_BENCH"] = "sk-bench"
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -145,7 +148,7 @@ def main() -> None:
             model="fake-gpt",
             family="fake",
             base_url=f"http://127.0.0.1:{port}/v1",
-            api_key="sk-bench",
+            api_key_env="MENTALBENCH_KEY_BENCH",
             price_input_per_mtok=2.5,
             price_output_per_mtok=10.0,
         )

@@ -3,6 +3,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from . import api_keys
 from .models import ModelEndpoint, Run, RunItem
 
 
@@ -10,9 +11,11 @@ class ModelEndpointForm(forms.ModelForm):
     # Write-only: the stored key is never rendered back into the page.
     api_key = forms.CharField(
         required=False,
+        max_length=500,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Leave blank to keep the stored key. Prefer api_key_env (an environment "
-        "variable name) where the workers' environment can hold the secret.",
+        help_text="Leave blank to keep the stored key; it is stored encrypted "
+        "(MENTALBENCH_ENCRYPTION_KEYS). Prefer api_key_env (an environment variable name) "
+        "where the workers' environment can hold the secret.",
     )
 
     # A base URL without a scheme means https (Django 6's default; said here, not assumed).
@@ -44,9 +47,31 @@ class ModelEndpointForm(forms.ModelForm):
             "price_output_per_mtok",
         ]
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Read when the form is built: the operator's rule comes from the environment.
+        self.fields["api_key_env"].help_text = (
+            "The name of an environment variable on the workers that holds the key; "
+            f"{api_keys.allowed_key_env_rule()}."
+        )
+
     def clean_api_key(self) -> str:
         new = self.cleaned_data.get("api_key", "")
-        return new or (self.instance.api_key if self.instance.pk else "")
+        if not new:
+            return self.instance.api_key if self.instance.pk else ""
+        if api_keys.is_encrypted(new):
+            # The field would take it for ciphertext and store it as it is.
+            raise forms.ValidationError(
+                f"An API key cannot start with {api_keys.ENCRYPTED_PREFIX!r}."
+            )
+        if not api_keys.encryption_configured():
+            # Refused here rather than failing on save: the field never stores plaintext.
+            raise forms.ValidationError(
+                "Keys typed here are stored encrypted, but MENTALBENCH_ENCRYPTION_KEYS is not set "
+                "on this server: set it (docs/judging.md, Keys), or leave this blank and name an "
+                "environment variable in api_key_env."
+            )
+        return new
 
 
 @admin.register(ModelEndpoint)

@@ -11,6 +11,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from . import api_keys
+from .fields import EncryptedKeyField
+
 
 class ModelEndpoint(models.Model):
     """A provider + model name + family + default parameters; one row per model the team calls."""
@@ -26,10 +29,13 @@ class ModelEndpoint(models.Model):
     model = models.CharField(max_length=200)
     family = models.CharField(max_length=100)
     base_url = models.URLField(blank=True)
-    # Secrets: either the name of an environment variable, or a key entered by an admin. Neither
-    # is ever rendered back (the admin form uses a write-only field) nor logged.
-    api_key_env = models.CharField(max_length=100, blank=True)
-    api_key = models.CharField(max_length=500, blank=True)
+    # Secrets: either the name of an environment variable the operator allowed, or a key entered
+    # by an admin, stored encrypted (judging.api_keys). Neither is ever rendered back (the admin
+    # form uses a write-only field) nor logged.
+    api_key_env = models.CharField(
+        max_length=100, blank=True, validators=[api_keys.validate_api_key_env]
+    )
+    api_key = EncryptedKeyField(blank=True)
     default_params = models.JSONField(default=dict, blank=True)
     json_mode = models.BooleanField(default=True, help_text="ask for JSON output where supported")
     price_input_per_mtok = models.FloatField(default=0.0, help_text="USD per 1M input tokens")

@@ -53,7 +53,7 @@ from annotation.models import (
 )
 from annotation.responders import paper_judge_defaults
 
-from . import prompts, providers
+from . import api_keys, prompts, providers
 from .label_parsing import LabelParse, parse_label_output
 from .models import ModelEndpoint, Run, RunItem
 from .parsing import JudgeParse, parse_judge_output, strip_think
@@ -87,19 +87,12 @@ def endpoint_config(endpoint: ModelEndpoint) -> providers.EndpointConfig:
     """The provider-layer config of an endpoint; resolves the API key (never logged)."""
     if endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE:
         raise RunError(f"{endpoint.name}: offline vLLM endpoints have no HTTP config")
-    api_key = endpoint.api_key or None
-    if not api_key and endpoint.api_key_env:
-        api_key = os.environ.get(endpoint.api_key_env) or None
-        if api_key is None:
-            raise providers.PermanentError(
-                f"{endpoint.name}: the environment variable {endpoint.api_key_env} named as its "
-                "API key is not set on this worker"
-            )
     return providers.EndpointConfig(
         provider=endpoint.provider,
         model=endpoint.model,
         base_url=endpoint.base_url or None,
-        api_key=api_key,
+        # Decrypted, or read from an allowed variable, only here at call time (judging.api_keys).
+        api_key=api_keys.endpoint_api_key(endpoint=endpoint),
         default_params=endpoint.default_params or {},
         timeout=endpoint.timeout_s,
         json_prefill=endpoint.json_prefill,

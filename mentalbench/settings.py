@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -235,6 +236,28 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Read-only access to studies, ratings and reliability reports.",
     "VERSION": "1",
 }
+
+# --- LLM endpoint secrets (docs/judging.md, "Keys") ---------------------------------------
+# An endpoint may name an environment variable as its API key only when the operator allowed it:
+# a name starting with LLM_KEY_ENV_PREFIX ("" switches the prefix rule off) or one listed in
+# LLM_KEY_ENV_ALLOWED. Anything else would let whoever edits endpoints send any worker variable
+# (DATABASE_URL, SECRET_KEY) to a URL of their choice.
+LLM_KEY_ENV_PREFIX = os.environ.get("LLM_KEY_ENV_PREFIX", "MENTALBENCH_KEY_")
+LLM_KEY_ENV_ALLOWED = envlist("LLM_KEY_ENV_ALLOWED", ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"])
+# Fernet keys that encrypt API keys stored in the database: the first encrypts, all decrypt (so
+# a new key goes first and the old one stays until `manage.py reencrypt_api_keys` has run).
+# Unset: keys cannot be stored in the database; endpoints use environment variables.
+MENTALBENCH_ENCRYPTION_KEYS = envlist("MENTALBENCH_ENCRYPTION_KEYS", [])
+for _position, _key in enumerate(MENTALBENCH_ENCRYPTION_KEYS, start=1):
+    try:
+        Fernet(_key)
+    except ValueError:
+        # Never echo the value: it is a secret, and a near-miss of one.
+        raise ImproperlyConfigured(
+            f"MENTALBENCH_ENCRYPTION_KEYS: key {_position} is not a Fernet key (32 url-safe "
+            "base64-encoded bytes); make one with: python -c 'from cryptography.fernet import "
+            "Fernet; print(Fernet.generate_key().decode())'"
+        ) from None
 
 # Where the released MentalAlign-70k files and the paper tables live on the team's machines
 # (../shared beside the checkout). Only tests and the README's optional import read it.

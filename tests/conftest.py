@@ -24,6 +24,24 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+# Endpoints store API keys encrypted, so every test gets an encryption key (a fixed one, for
+# tests only). It goes into the environment too: worker subprocesses must decrypt what the test
+# process stored.
+TEST_ENCRYPTION_KEY = "JW-EH4jSIWW4IXMVVDkF_I7Uat-Y_1_EVJ0yAAWJr9c="
+
+
+@pytest.fixture(autouse=True)
+def _encryption_key(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    from django.test import override_settings
+
+    monkeypatch.setenv("MENTALBENCH_ENCRYPTION_KEYS", TEST_ENCRYPTION_KEY)
+    with override_settings(MENTALBENCH_ENCRYPTION_KEYS=[TEST_ENCRYPTION_KEY]):
+        yield
+
+
 def require_shared() -> Path:
     if not (MENTALALIGN / "Human_judge.xlsx").exists():
         if os.environ.get("CI"):

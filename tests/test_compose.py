@@ -110,4 +110,4 @@ def test_image_runs_as_non_root_and_ships_no_secrets():
     users = re.findall(r"^USER (\S+)", dockerfile, re.M)
     assert users and users[-1] not in {"root", "0"}
     ignored = set((ROOT / ".dockerignore").read_text().split())
-    assert {".git", ".venv", ".secret_key", ".env", "db.sqlite3*"} <= ignored
+    assert {".git", ".venv", ".secret_key", ".encryption-key", ".env", "db.sqlite3*"} <= ignored

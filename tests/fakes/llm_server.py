@@ -53,7 +53,8 @@ The counter for "first n calls" is per distinct marker text, so give each test i
                            space, "EMPTY" for an empty answer; e.g.
                            script=Labeling|Mental_Filter,_Magical_Thinking|EMPTY
 Every request is counted per scenario name (`counts`) and recorded (`requests`, without
-credentials) so tests can assert attempts and what was sent.
+credentials) so tests can assert attempts and what was sent; `key_sha256` is the SHA-256 of the
+API key it carried, so tests can check which key arrived without the key being kept.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class RecordedRequest:
     body: dict[str, Any]
     headers: dict[str, str]
     received_at: float
+    key_sha256: str = ""
 
 
 @dataclass
@@ -350,6 +352,9 @@ class FakeLLMServer:
             for k, v in request.headers.items()
             if k.lower() not in ("authorization", "x-api-key")
         }
+        api_key = request.headers.get("x-api-key") or request.headers.get(
+            "authorization", ""
+        ).removeprefix("Bearer ")
         with self._lock:
             self.counts[name] += 1
             self._marker_calls[marker] += 1
@@ -362,13 +367,11 @@ class FakeLLMServer:
                     body=body,
                     headers=headers,
                     received_at=time.monotonic(),
+                    key_sha256=hashlib.sha256(api_key.encode()).hexdigest(),
                 )
             )
         if self.delay:
             await asyncio.sleep(self.delay)
-        api_key = request.headers.get("x-api-key") or request.headers.get(
-            "authorization", ""
-        ).removeprefix("Bearer ")
         prompt = MARKER.sub("", joined)
         reply = self._reply(
             name,

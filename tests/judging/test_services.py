@@ -226,11 +226,11 @@ def test_bad_api_key_stops_the_run_and_never_shows_the_key(
 
 
 def test_key_from_environment_variable(study, endpoint_factory, fake_llm, monkeypatch):
-    endpoint = endpoint_factory("openai", api_key="", api_key_env="MB_TEST_JUDGE_KEY")
+    endpoint = endpoint_factory("openai", api_key="", api_key_env="MENTALBENCH_KEY_TEST_JUDGE")
     run = judge(study, endpoint, subset="sample", sample_size=2)
     assert run.status == Run.Status.FAILED
-    assert "MB_TEST_JUDGE_KEY" in run.error and "not set" in run.error
-    monkeypatch.setenv("MB_TEST_JUDGE_KEY", "sk-from-env-0123456789")
+    assert "MENTALBENCH_KEY_TEST_JUDGE" in run.error and "not set" in run.error
+    monkeypatch.setenv("MENTALBENCH_KEY_TEST_JUDGE", "sk-from-env-0123456789")
     services.run_resume(run_id=run.id)
     services.run_work(run_id=run.id)
     run.refresh_from_db()
