@@ -9,13 +9,13 @@ have no scores — their raw text is in the admin).
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.db.models import CharField, F, Func, OuterRef, QuerySet, Subquery
 
+from annotation.csvsafe import safe_writer
 from annotation.models import AssignmentItem, Rating, Responder, Score, Study
 
 LONG_COLUMNS = (
@@ -135,7 +135,7 @@ def long_csv(*, study: Study, count: ExportCount | None = None) -> Iterator[str]
         )
     )
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = safe_writer(buffer, lineterminator="\n")
     writer.writerow(LONG_COLUMNS)
     yield _flush(buffer)
     name = study.name
@@ -192,7 +192,7 @@ def wide_csv(*, study: Study, count: ExportCount | None = None) -> Iterator[str]
         )
     )
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = safe_writer(buffer, lineterminator="\n")
     writer.writerow(header)
     yield _flush(buffer)
     current: tuple | None = None

@@ -7,7 +7,6 @@ templates get precomputed rows and Vega-Lite specs and run no queries.
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
 from analysis.models import ExportLog
 from analysis.selectors import StudyReport, filter_choices, study_report
 from analysis.services import export_log_create, export_log_finish, export_logged
+from annotation.csvsafe import safe_frame, safe_writer
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
 
@@ -232,7 +232,9 @@ def table_csv(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
         params=dict(request.GET.lists()),
     )
     export_log_finish(log=log, rows=len(table))
-    response = HttpResponse(table.to_csv(index=False), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(
+        safe_frame(table).to_csv(index=False), content_type="text/csv; charset=utf-8"
+    )
     filename = f"{slugify(study.name)}-{name}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -355,7 +357,9 @@ def distortion_table_csv(request: HttpRequest, study_id: int, name: str) -> Http
         params=dict(request.GET.lists()),
     )
     export_log_finish(log=log, rows=len(table))
-    response = HttpResponse(table.to_csv(index=False), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(
+        safe_frame(table).to_csv(index=False), content_type="text/csv; charset=utf-8"
+    )
     response["Content-Disposition"] = (
         f'attachment; filename="{slugify(study.name)}-distortions-{name}.csv"'
     )
@@ -381,7 +385,7 @@ def distortion_labels_csv(request: HttpRequest, study_id: int, run_id: int) -> H
         params={"run": run_id, "k": k, "seed": seed},
     )
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = safe_writer(buffer)
     writer.writerow(header)
     writer.writerows(rows)
     export_log_finish(log=log, rows=len(rows))
