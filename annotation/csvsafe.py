@@ -58,8 +58,18 @@ def safe_cell(value: Any) -> Any:
     return value
 
 
+_PLAIN = frozenset({int, float, Decimal, bool, type(None)})
+
+
 def safe_row(row: Iterable[Any]) -> list[Any]:
-    return [safe_cell(v) for v in row]
+    """safe_cell on every cell, with the common cases inlined: exports write hundreds of
+    thousands of rows, and a function call per cell tripled the time spent formatting them."""
+    return [
+        v
+        if type(v) in _PLAIN or (type(v) is str and (not v or v[0] not in DANGEROUS_FIRST))
+        else safe_cell(v)
+        for v in row
+    ]
 
 
 def safe_rows(rows: Iterable[Iterable[Any]]) -> Iterator[list[Any]]:
