@@ -204,3 +204,15 @@ def test_export_command_identified_is_logged(small_study, tmp_path):
     rows = _csv(out.read_text())
     assert {r["rater"] for r in rows if r["rater_kind"] == "clinician"} == set(NAMES)
     assert ExportLog.objects.get().params == {"out": str(out), "identified": True}
+
+
+def test_only_staff_can_map_codes_to_clinicians_in_the_admin(
+    client, django_user_model, researcher, small_study
+):
+    codes = rater_codes_ensure(study_id=small_study.study.pk)
+    url = reverse("admin:analysis_ratercode_changelist")
+    client.force_login(researcher)
+    assert client.get(url).status_code == 302  # to the admin login: not staff
+    client.force_login(django_user_model.objects.create_superuser("root", password="x-1234567"))
+    html = client.get(url).content.decode()
+    assert all(code in html for code in codes.values()) and "dr_b" in html
