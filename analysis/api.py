@@ -4,13 +4,19 @@ reliability reports, export.
 Token or session authentication (settings.REST_FRAMEWORK); researchers and admins only —
 clinicians get 403, anonymous requests 401. Reports use the same cached builder as the
 dashboards (analysis.selectors.study_report).
+
+Clinicians appear as their study code (C01, …), timestamps as days, and drafts are not served;
+``?identified=1`` gives names, exact timestamps and ``?status=draft`` to admins and holders of
+the identities permission, and every such request is written to the export audit log
+(analysis/pseudonyms.py).
 """
 
 from __future__ import annotations
 
 import math
 
-from django.db.models import Count, Prefetch
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -21,10 +27,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response as ApiResponse
 
 from analysis.export import ExportCount, long_csv, wide_csv
-from analysis.models import ExportLog
+from analysis.models import ExportLog, RaterCode
+from analysis.pseudonyms import RaterLabels, identified_check, identified_requested
 from analysis.selectors import Filters, ReportParams, StudyReport, study_report
 from analysis.services import export_log_create, export_logged
-from annotation.models import LabelAnnotation, Rating, Score, Study
+from annotation.models import LabelAnnotation, Rater, Rating, Score, Study
 from annotation.roles import can_read_analysis
 
 
@@ -55,11 +62,38 @@ class StudySerializer(serializers.ModelSerializer):
         return [a.name for a in study.rubric.attributes.all()]
 
 
-class RatingSerializer(serializers.ModelSerializer):
+class PseudonymousFields(serializers.Serializer):
+    """rater, created_at and updated_at as the context's RaterLabels shows them: a clinician's
+    study code and the day, or (identified) the name and the exact time."""
+
+    rater = serializers.SerializerMethodField(help_text="judge name; clinician study code")
+    created_at = serializers.SerializerMethodField(help_text="day, or exact time if identified")
+    updated_at = serializers.SerializerMethodField(help_text="day, or exact time if identified")
+
+    def _study_id(self, obj) -> int:
+        raise NotImplementedError
+
+    def get_rater(self, obj) -> str:
+        labels: RaterLabels = self.context["labels"]
+        rater = obj.rater
+        return labels.label(
+            study_id=self._study_id(obj), rater_id=rater.pk, name=rater.name, kind=rater.kind
+        )
+
+    def _time(self, value) -> str:
+        return self.context["labels"].timestamp(value).isoformat()
+
+    def get_created_at(self, obj) -> str:
+        return self._time(obj.created_at)
+
+    def get_updated_at(self, obj) -> str:
+        return self._time(obj.updated_at)
+
+
+class RatingSerializer(PseudonymousFields, serializers.ModelSerializer):
     study = serializers.IntegerField(source="response.conversation.study_id")
     conversation = serializers.CharField(source="response.conversation.external_id")
     responder = serializers.CharField(source="response.responder.key")
-    rater = serializers.CharField(source="rater.name")
     rater_kind = serializers.CharField(source="rater.kind")
     scores = serializers.SerializerMethodField()
 
@@ -71,15 +105,20 @@ class RatingSerializer(serializers.ModelSerializer):
             "updated_at",
         ]  # fmt: skip
 
+    def _study_id(self, rating: Rating) -> int:
+        return rating.response.conversation.study_id
+
     def get_scores(self, rating: Rating) -> dict[str, int]:
         return {s.attribute.name: s.value for s in rating.scores.all()}
 
 
-class LabelAnnotationSerializer(serializers.ModelSerializer):
+class LabelAnnotationSerializer(PseudonymousFields, serializers.ModelSerializer):
     study = serializers.IntegerField(source="conversation.study_id")
     conversation = serializers.CharField(source="conversation.external_id")
-    rater = serializers.CharField(source="rater.name")
     rater_kind = serializers.CharField(source="rater.kind")
+
+    def _study_id(self, annotation: LabelAnnotation) -> int:
+        return annotation.conversation.study_id
 
     class Meta:
         model = LabelAnnotation
@@ -95,9 +134,13 @@ REPORT_PARAMETERS = [
     OpenApiParameter("as_published", bool, description="count the release's 0/6 cells"),
     OpenApiParameter("condition", str, description="only conversations with this label"),
     OpenApiParameter("source", str, description="only conversations from this dataset"),
-    OpenApiParameter("clinician", str, description="this clinician as human reference"),
+    OpenApiParameter("clinician", str, description="this clinician (study code) as reference"),
     OpenApiParameter("judge", str, many=True, description="only these judges"),
 ]
+IDENTIFIED_HELP = (
+    "clinicians' names and exact timestamps (and drafts on request): admins and holders of the "
+    "identities permission only; audited"
+)
 # The tables a report can return are the selector's; the API offers exactly those.
 TABLES = StudyReport.TABLES
 
@@ -186,7 +229,10 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         )
 
     @extend_schema(
-        parameters=[OpenApiParameter("layout", str, enum=["long", "wide"])],
+        parameters=[
+            OpenApiParameter("layout", str, enum=["long", "wide"]),
+            OpenApiParameter("identified", bool, description=IDENTIFIED_HELP),
+        ],
         responses={(200, "text/csv"): OpenApiTypes.STR},
     )
     @action(detail=True, methods=["get"], url_path="export")
@@ -194,12 +240,18 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         """Every score of the study as CSV (streamed); recorded in the export audit log."""
         study = self.get_object()
         wide = request.query_params.get("layout") == "wide"
+        identified = identified_requested(request.query_params.get("identified"))
+        identified_check(user=request.user, identified=identified)
         what = "ratings-wide" if wide else "ratings-long"
         count = ExportCount()
         log = export_log_create(
-            user=request.user, study=study, channel=ExportLog.Channel.API, what=what
+            user=request.user,
+            study=study,
+            channel=ExportLog.Channel.API,
+            what=what,
+            params={"identified": identified},
         )
-        chunks = (wide_csv if wide else long_csv)(study=study, count=count)
+        chunks = (wide_csv if wide else long_csv)(study=study, count=count, identified=identified)
         response = StreamingHttpResponse(
             export_logged(chunks=chunks, count=count, log=log), content_type="text/csv"
         )
@@ -209,12 +261,13 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
 
 LIST_PARAMETERS = [
     OpenApiParameter("study", int, description="study id"),
-    OpenApiParameter("rater", str, description="rater name"),
+    OpenApiParameter("rater", str, description="judge name or clinician study code"),
     OpenApiParameter("status", str, enum=[s.value for s in Rating.Status]),
+    OpenApiParameter("identified", bool, description=IDENTIFIED_HELP),
 ]
 
 
-def _filtered(queryset, q, *, study_field: str):
+def _filtered(queryset, q, *, study_field: str, identified: bool):
     """The list filters both viewsets share: study, rater and status."""
     if q.get("study"):
         try:
@@ -222,22 +275,69 @@ def _filtered(queryset, q, *, study_field: str):
         except ValueError:
             raise ValidationError({"study": "expected a study id"}) from None
     if q.get("rater"):
-        queryset = queryset.filter(rater__name=q["rater"])
+        if identified:
+            queryset = queryset.filter(rater__name=q["rater"])
+        else:
+            # Judges by name, clinicians only by their code in the rating's own study: a name
+            # must not be usable to probe whether a person rated.
+            code = RaterCode.objects.filter(
+                rater_id=OuterRef("rater_id"), study_id=OuterRef(study_field), code=q["rater"]
+            )
+            queryset = queryset.filter(
+                Q(rater__kind=Rater.Kind.JUDGE, rater__name=q["rater"]) | Exists(code)
+            )
     if q.get("status"):
         if q["status"] not in Rating.Status.values:
             raise ValidationError({"status": f"choose one of {', '.join(Rating.Status.values)}"})
+        if q["status"] == Rating.Status.DRAFT and not identified:
+            raise PermissionDenied(
+                "drafts are a clinician's unfinished work: they are served only with "
+                "identified=1, to admins and holders of the identities permission"
+            )
         return queryset.filter(status=q["status"])
-    # A draft is a clinician's unfinished work: only on explicit request (?status=draft).
+    # A draft is a clinician's unfinished work: only on explicit, identified request.
     return queryset.exclude(status=Rating.Status.DRAFT)
 
 
+class PseudonymousListMixin:
+    """Lists that show clinicians as study codes unless ?identified=1 (checked, and written
+    to the export audit log once per request)."""
+
+    audit_what = ""
+
+    def identified(self) -> bool:
+        if not hasattr(self, "_identified"):
+            wanted = identified_requested(self.request.query_params.get("identified"))
+            identified_check(user=self.request.user, identified=wanted)
+            self._identified = wanted
+        return self._identified
+
+    def initial(self, request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)  # authentication and permissions first
+        if self.identified():
+            study = request.query_params.get("study", "")
+            export_log_create(
+                user=request.user,
+                study=Study.objects.filter(pk=int(study)).first() if study.isdigit() else None,
+                channel=ExportLog.Channel.API,
+                what=self.audit_what,
+                params={**dict(request.query_params.lists()), "path": request.path},
+            )
+
+    def get_serializer_context(self) -> dict:
+        context = super().get_serializer_context()
+        context["labels"] = RaterLabels(identified=self.identified())
+        return context
+
+
 @extend_schema(parameters=LIST_PARAMETERS)
-class RatingViewSet(viewsets.ReadOnlyModelViewSet):
-    """Ratings with their scores, oldest first; filter by study, rater and status (drafts only
-    with ?status=draft)."""
+class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet):
+    """Ratings with their scores, oldest first; filter by study, rater and status. Clinicians as
+    study codes, days instead of times, no drafts — unless ?identified=1 (audited)."""
 
     serializer_class = RatingSerializer
     permission_classes = [IsResearcher]
+    audit_what = "api:ratings"
 
     def get_queryset(self):
         q = self.request.query_params
@@ -248,20 +348,27 @@ class RatingViewSet(viewsets.ReadOnlyModelViewSet):
             )
             .order_by("id")
         )
-        return _filtered(ratings, q, study_field="response__conversation__study_id")
+        return _filtered(
+            ratings, q, study_field="response__conversation__study_id", identified=self.identified()
+        )
 
 
 @extend_schema(parameters=LIST_PARAMETERS)
-class LabelAnnotationViewSet(viewsets.ReadOnlyModelViewSet):
+class LabelAnnotationViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet):
     """Cognitive-distortion labels of clinicians and LLM runs (one row per rater, message, run
     and repeat), oldest first; filter by study, rater and status (drafts only with
-    ?status=draft). Out-of-list labels stand as "Others" in `labels`, verbatim in `others`."""
+    ?status=draft, identified). Out-of-list labels stand as "Others" in `labels`, verbatim in
+    `others`. Clinicians as study codes unless ?identified=1 (audited)."""
 
     serializer_class = LabelAnnotationSerializer
     permission_classes = [IsResearcher]
+    audit_what = "api:label-annotations"
 
     def get_queryset(self):
         annotations = LabelAnnotation.objects.select_related("conversation", "rater").order_by("id")
         return _filtered(
-            annotations, self.request.query_params, study_field="conversation__study_id"
+            annotations,
+            self.request.query_params,
+            study_field="conversation__study_id",
+            identified=self.identified(),
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis import distortions
+from analysis.pseudonyms import RaterLabels
 from annotation.models import Conversation, LabelAnnotation, Rater, Study
 from judging.models import Run
 
@@ -71,20 +72,25 @@ def _runs_by_item(run: Run, conversation_ids: list[int]):
 
 
 def clinician_labels(*, study: Study) -> dict[str, dict[int, list[str]]]:
-    """{clinician name: {conversation id: labels}} from submitted (complete) form labels."""
+    """{clinician study code: {conversation id: labels}} from submitted (complete) form labels;
+    codes, not names, because every table built from this goes to researchers."""
+    raters = RaterLabels()
     out: dict[str, dict[int, list[str]]] = {}
-    for name, conversation_id, labels in (
+    for rater_id, name, conversation_id, labels in (
         LabelAnnotation.objects.filter(
             conversation__study=study,
             run__isnull=True,
             status=LabelAnnotation.Status.COMPLETE,
             rater__kind=Rater.Kind.CLINICIAN,
         )
-        .order_by("rater__name", "conversation_id")
-        .values_list("rater__name", "conversation_id", "labels")
+        .order_by("rater_id", "conversation_id")
+        .values_list("rater_id", "rater__name", "conversation_id", "labels")
     ):
-        out.setdefault(name, {})[conversation_id] = list(labels)
-    return out
+        code = raters.label(
+            study_id=study.pk, rater_id=rater_id, name=name, kind=Rater.Kind.CLINICIAN
+        )
+        out.setdefault(code, {})[conversation_id] = list(labels)
+    return dict(sorted(out.items()))
 
 
 @dataclass

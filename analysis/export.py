@@ -5,17 +5,24 @@ API. Rows come from a server-side cursor (``QuerySet.iterator(chunk_size=…)``)
 into a small buffer and yielded a chunk at a time, so memory does not grow with the study.
 Only complete ratings are exported (drafts are a clinician's unfinished work; invalid ratings
 have no scores — their raw text is in the admin).
+
+By default clinicians appear as their study code (C01, …) and the timestamps as days; with
+``identified=True`` (admins and users given the permission, audited by the caller) as their
+names with exact timestamps. See analysis/pseudonyms.py.
 """
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC
 
-from django.db.models import CharField, F, Func, OuterRef, QuerySet, Subquery
+from django.db.models import CharField, F, FilteredRelation, Func, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import TruncDate
 
+from analysis.pseudonyms import RaterLabels
+from annotation.csvsafe import safe_writer
 from annotation.models import AssignmentItem, Rating, Responder, Score, Study
 
 LONG_COLUMNS = (
@@ -86,6 +93,28 @@ def _scores(study: Study) -> QuerySet[Score]:
     )
 
 
+def _day(field: F) -> TruncDate:
+    """The day (UTC) of a timestamp: enough to study drift, without showing how long a
+    clinician spent on each response."""
+    return TruncDate(field, tzinfo=UTC)
+
+
+def _with_rater_order(rows: QuerySet[Score], study: Study, identified: bool) -> tuple:
+    """The scores with their rater's study code joined, and the rater part of the sort order.
+
+    Pseudonymous exports sort clinicians by code, not by name: rows sorted by name would let a
+    reader work out the alphabetical order of the people behind the codes.
+    """
+    if identified:
+        return rows, ("rating__rater__name",)
+    rows = rows.annotate(
+        study_code=FilteredRelation(
+            "rating__rater__codes", condition=Q(rating__rater__codes__study=study)
+        )
+    )
+    return rows, ("rating__rater__kind", "study_code__number", "rating__rater__name")
+
+
 def _flush(buffer: io.StringIO) -> str:
     text = buffer.getvalue()
     buffer.seek(0)
@@ -93,25 +122,30 @@ def _flush(buffer: io.StringIO) -> str:
     return text
 
 
-def long_csv(*, study: Study, count: ExportCount | None = None) -> Iterator[str]:
+def long_csv(
+    *, study: Study, count: ExportCount | None = None, identified: bool = False
+) -> Iterator[str]:
     """One CSV row per score (header first), in chunks of text."""
     count = count if count is not None else ExportCount()
+    labels = RaterLabels(identified=identified)
+    labels.ensure(study.pk)  # every clinician of the study has a code before the rows are read
+    stamp = IsoTimestamp if identified else _day
     # Presentation position of the response in the clinician's assignment (None for imported
     # and judge ratings, which have no assignment).
     position = AssignmentItem.objects.filter(
         assignment_id=OuterRef("rating__assignment_id"), response_id=OuterRef("rating__response_id")
     ).values("position")[:1]
+    scores, rater_order = _with_rater_order(_scores(study), study, identified)
     rows = (
-        _scores(study)
-        .annotate(
+        scores.annotate(
             position=Subquery(position),
-            rated_at=IsoTimestamp(F("rating__created_at")),
-            changed_at=IsoTimestamp(F("rating__updated_at")),
+            rated_at=stamp(F("rating__created_at")),
+            changed_at=stamp(F("rating__updated_at")),
         )
         .order_by(
             "rating__response__conversation_id",
             "rating__response__responder__key",
-            "rating__rater__name",
+            *rater_order,
             "rating__run_id",
             "rating__repeat",
             "attribute__position",
@@ -121,6 +155,7 @@ def long_csv(*, study: Study, count: ExportCount | None = None) -> Iterator[str]
             "rating__response_id",
             "rating__response__responder__key",
             "rating__response__responder__family",
+            "rating__rater_id",
             "rating__rater__name",
             "rating__rater__kind",
             "rating__source",
@@ -135,12 +170,15 @@ def long_csv(*, study: Study, count: ExportCount | None = None) -> Iterator[str]
         )
     )
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = safe_writer(buffer, lineterminator="\n")
     writer.writerow(LONG_COLUMNS)
     yield _flush(buffer)
     name = study.name
-    for row in rows.iterator(chunk_size=CHUNK_ROWS):
-        writer.writerow((name, *row))
+    for conversation, response, responder, family, rater_id, rater, kind, *rest in rows.iterator(
+        chunk_size=CHUNK_ROWS
+    ):
+        rater = labels.label(study_id=study.pk, rater_id=rater_id, name=rater, kind=kind)
+        writer.writerow((name, conversation, response, responder, family, rater, kind, *rest))
         count.rows += 1
         if count.rows % CHUNK_ROWS == 0:
             yield _flush(buffer)
@@ -163,36 +201,38 @@ def wide_columns(*, study: Study) -> tuple[list[str], list[tuple[str, str]]]:
     return [*WIDE_KEYS, *(f"{r}_{a}" for r, a in cells)], cells
 
 
-def wide_csv(*, study: Study, count: ExportCount | None = None) -> Iterator[str]:
+def wide_csv(
+    *, study: Study, count: ExportCount | None = None, identified: bool = False
+) -> Iterator[str]:
     """One row per conversation × rating (rater, run, repeat), one column per responder ×
     attribute: the MentalBench-100k layout (one row per context, a column per model)."""
     count = count if count is not None else ExportCount()
+    labels = RaterLabels(identified=identified)
+    labels.ensure(study.pk)
     header, cells = wide_columns(study=study)
     index = {cell: i for i, cell in enumerate(cells)}
-    rows = (
-        _scores(study)
-        .order_by(
-            "rating__response__conversation_id",
-            "rating__rater__name",
-            "rating__run_id",
-            "rating__repeat",
-        )
-        .values_list(
-            "rating__response__conversation_id",
-            "rating__response__conversation__external_id",
-            "rating__response__conversation__source",
-            "rating__response__conversation__conditions",
-            "rating__rater__name",
-            "rating__rater__kind",
-            "rating__run_id",
-            "rating__repeat",
-            "rating__response__responder__key",
-            "attribute__name",
-            "value",
-        )
+    scores, rater_order = _with_rater_order(_scores(study), study, identified)
+    rows = scores.order_by(
+        "rating__response__conversation_id",
+        *rater_order,
+        "rating__run_id",
+        "rating__repeat",
+    ).values_list(
+        "rating__response__conversation_id",
+        "rating__response__conversation__external_id",
+        "rating__response__conversation__source",
+        "rating__response__conversation__conditions",
+        "rating__rater_id",
+        "rating__rater__name",
+        "rating__rater__kind",
+        "rating__run_id",
+        "rating__repeat",
+        "rating__response__responder__key",
+        "attribute__name",
+        "value",
     )
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = safe_writer(buffer, lineterminator="\n")
     writer.writerow(header)
     yield _flush(buffer)
     current: tuple | None = None
@@ -203,6 +243,7 @@ def wide_csv(*, study: Study, count: ExportCount | None = None) -> Iterator[str]
         ext,
         source,
         conditions,
+        rater_id,
         rater,
         kind,
         run,
@@ -219,7 +260,8 @@ def wide_csv(*, study: Study, count: ExportCount | None = None) -> Iterator[str]
                 if count.rows % CHUNK_ROWS == 0:
                     yield _flush(buffer)
             current = group
-            keys = (study.name, ext, source, ";".join(conditions or []), rater, kind, run, repeat)
+            label = labels.label(study_id=study.pk, rater_id=rater_id, name=rater, kind=kind)
+            keys = (study.name, ext, source, ";".join(conditions or []), label, kind, run, repeat)
             values = [""] * len(cells)
         values[index[(resp, attr)]] = value
     if current is not None:

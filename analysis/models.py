@@ -1,4 +1,5 @@
-"""The analysis app only reads ratings; the one thing it stores is who exported what, when."""
+"""The analysis app only reads ratings; it stores who exported what, when, and the
+pseudonymous codes under which researchers see clinicians."""
 
 from django.conf import settings
 from django.db import models
@@ -29,3 +30,35 @@ class ExportLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.what} by {self.user or 'shell'} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class RaterCode(models.Model):
+    """A clinician's pseudonymous code in one study (C01, C02, …), shown to researchers instead
+    of the clinician's name.
+
+    Stored rather than derived so it is stable across exports, the API and the dashboards (and
+    through a SECRET_KEY rotation), joinable in SQL, and different between studies: numbers are
+    handed out in a random order per study, so a code says nothing about who joined first and
+    C01 of one study is unrelated to C01 of another. Only admins see this table.
+    """
+
+    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="+")
+    rater = models.ForeignKey("annotation.Rater", on_delete=models.CASCADE, related_name="codes")
+    number = models.PositiveIntegerField()
+    code = models.CharField(max_length=16)
+
+    class Meta:
+        ordering = ["study", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "rater"], name="rater_code_once_per_study"),
+            models.UniqueConstraint(fields=["study", "number"], name="rater_code_unique_in_study"),
+        ]
+        permissions = [
+            (
+                "view_clinician_identities",
+                "Can see clinicians' names, drafts and exact times (audited)",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.code

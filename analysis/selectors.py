@@ -19,6 +19,8 @@ from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
 
 from analysis import reports, stats
+from analysis.models import RaterCode
+from analysis.pseudonyms import RaterLabels
 from annotation.models import Conversation, Rater, Rating, Responder, Response, Score, Study
 from judging.parsing import _load_object  # the one JSON-cell reader (fences, prose around it)
 
@@ -38,7 +40,7 @@ FRAME_COLUMNS = (
 @dataclass(frozen=True)
 class Filters:
     """A subset of a study: conversations with a condition label / from a source dataset, one
-    clinician as the human reference, some judges. None means "all"."""
+    clinician (by study code) as the human reference, some judges. None means "all"."""
 
     condition: str | None = None
     source: str | None = None
@@ -77,9 +79,8 @@ def _rating_filter(study: Study, filters: Filters, prefix: str = "") -> Q:
     if filters.source:
         q &= Q(**{f"{p}response__conversation__source": filters.source})
     if filters.clinician:
-        q &= Q(**{f"{p}rater__kind": Rater.Kind.JUDGE}) | Q(
-            **{f"{p}rater__name": filters.clinician}
-        )
+        coded = RaterCode.objects.filter(study=study, code=filters.clinician).values("rater_id")
+        q &= Q(**{f"{p}rater__kind": Rater.Kind.JUDGE}) | Q(**{f"{p}rater_id__in": coded})
     if filters.judges:
         q &= Q(**{f"{p}rater__kind": Rater.Kind.CLINICIAN}) | Q(
             **{f"{p}rater__name__in": list(filters.judges)}
@@ -172,8 +173,11 @@ def _frame_from_ids(study: Study, ids: np.ndarray, score: np.ndarray) -> pd.Data
             pk__in=np.unique(resp).tolist()
         ).values_list("id", "key", "family")
     }
+    # Clinicians by their study code from here on: every report, chart and table built from
+    # this frame is pseudonymous (analysis/pseudonyms.py).
+    labels = RaterLabels()
     raters = {
-        pk: (name, kind)
+        pk: (labels.label(study_id=study.pk, rater_id=pk, name=name, kind=kind), kind)
         for pk, name, kind in Rater.objects.filter(pk__in=np.unique(rater).tolist()).values_list(
             "id", "name", "kind"
         )
@@ -244,10 +248,16 @@ def coverage(*, study: Study, filters: Filters | None = None) -> dict[str, objec
     )
     counts = list(per_conv)
     by_rater = list(
-        complete.values("rater__name", "rater__kind")
+        complete.values("rater_id", "rater__name", "rater__kind")
         .annotate(ratings=Count("id"), conversations=Count("response__conversation", distinct=True))
         .order_by("rater__kind", "rater__name")
     )
+    labels = RaterLabels()
+    for r in by_rater:
+        r["rater__name"] = labels.label(
+            study_id=study.pk, rater_id=r["rater_id"], name=r["rater__name"], kind=r["rater__kind"]
+        )
+    by_rater.sort(key=lambda r: (r["rater__kind"], r["rater__name"]))
     return {
         "conversations": conversations.count(),
         "responses": Response.objects.filter(conversation__in=conversations).count(),
@@ -275,12 +285,17 @@ def filter_choices(*, study: Study) -> dict[str, list[str]]:
         conditions.update(labels or [])
         if source:
             sources.add(source)
-    raters = _raters_in(study).order_by("name").values_list("name", "kind")
+    raters = _raters_in(study).values_list("id", "name", "kind")
+    labels = RaterLabels()
     return {
         "conditions": sorted(conditions),
         "sources": sorted(sources),
-        "clinicians": [n for n, k in raters if k == Rater.Kind.CLINICIAN],
-        "judges": [n for n, k in raters if k == Rater.Kind.JUDGE],
+        "clinicians": sorted(
+            labels.label(study_id=study.pk, rater_id=pk, name=n, kind=k)
+            for pk, n, k in raters
+            if k == Rater.Kind.CLINICIAN
+        ),
+        "judges": sorted(n for _, n, k in raters if k == Rater.Kind.JUDGE),
     }
 
 
@@ -371,7 +386,9 @@ def study_report(
     """
     filters, params = filters or Filters(), params or ReportParams()
     version = ratings_version(study=study)
-    key = "analysis:report:" + ":".join(
+    # "coded": reports show clinicians by study code; entries cached before codes existed
+    # (keyed without it) held names and must never be served again.
+    key = "analysis:report:coded:" + ":".join(
         map(str, (study.pk, version, filters.key(), *astuple_params(params)))
     )
     report = cache.get(key)

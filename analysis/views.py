@@ -7,7 +7,6 @@ templates get precomputed rows and Vega-Lite specs and run no queries.
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 from dataclasses import dataclass
@@ -24,8 +23,10 @@ from analysis.distortion_selectors import consensus_export_rows, distortion_repo
 from analysis.export import ExportCount, long_csv, wide_csv
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
 from analysis.models import ExportLog
+from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import StudyReport, filter_choices, study_report
 from analysis.services import export_log_create, export_log_finish, export_logged
+from annotation.csvsafe import safe_frame, safe_writer
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
 
@@ -232,7 +233,9 @@ def table_csv(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
         params=dict(request.GET.lists()),
     )
     export_log_finish(log=log, rows=len(table))
-    response = HttpResponse(table.to_csv(index=False), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(
+        safe_frame(table).to_csv(index=False), content_type="text/csv; charset=utf-8"
+    )
     filename = f"{slugify(study.name)}-{name}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -242,15 +245,22 @@ def table_csv(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
 @role_required(RESEARCHER)
 def ratings_csv(request: HttpRequest, study_id: int) -> StreamingHttpResponse:
     """Every score of the study, streamed (long by default, ?layout=wide for one column per
-    responder × attribute); logged in the export audit log."""
+    responder × attribute); logged in the export audit log. Clinicians as study codes unless
+    ?identified=1 (admins and holders of the identities permission only)."""
     study = _study(study_id)
     wide = request.GET.get("layout") == "wide"
+    identified = identified_requested(request.GET.get("identified"))
+    identified_check(user=request.user, identified=identified)
     what = "ratings-wide" if wide else "ratings-long"
     count = ExportCount()
     log = export_log_create(
-        user=request.user, study=study, channel=ExportLog.Channel.WEB, what=what
+        user=request.user,
+        study=study,
+        channel=ExportLog.Channel.WEB,
+        what=what,
+        params={"identified": identified},
     )
-    chunks = (wide_csv if wide else long_csv)(study=study, count=count)
+    chunks = (wide_csv if wide else long_csv)(study=study, count=count, identified=identified)
     response = StreamingHttpResponse(
         export_logged(chunks=chunks, count=count, log=log), content_type="text/csv; charset=utf-8"
     )
@@ -355,7 +365,9 @@ def distortion_table_csv(request: HttpRequest, study_id: int, name: str) -> Http
         params=dict(request.GET.lists()),
     )
     export_log_finish(log=log, rows=len(table))
-    response = HttpResponse(table.to_csv(index=False), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(
+        safe_frame(table).to_csv(index=False), content_type="text/csv; charset=utf-8"
+    )
     response["Content-Disposition"] = (
         f'attachment; filename="{slugify(study.name)}-distortions-{name}.csv"'
     )
@@ -381,7 +393,7 @@ def distortion_labels_csv(request: HttpRequest, study_id: int, run_id: int) -> H
         params={"run": run_id, "k": k, "seed": seed},
     )
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = safe_writer(buffer)
     writer.writerow(header)
     writer.writerows(rows)
     export_log_finish(log=log, rows=len(rows))

@@ -3,8 +3,6 @@
 Admins only (staff or the admin group); every write goes through a service.
 """
 
-import csv
-
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
@@ -16,6 +14,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 from django.views.decorators.http import require_POST
 
+from .csvsafe import safe_writer
 from .forms import AssignForm, InviteForm, RaterChoiceForm
 from .models import Assignment, Study
 from .roles import ADMIN, role_required
@@ -156,7 +155,7 @@ def audit(request: HttpRequest) -> HttpResponse:
     if request.GET.get("format") == "labels-csv":
         response = HttpResponse(content_type="text/csv")
         response["Content-Disposition"] = 'attachment; filename="label-changes.csv"'
-        writer = csv.writer(response)
+        writer = safe_writer(response)
         writer.writerow(
             ["changed_at", "changed_by", "study", "conversation", "rater", "field", "old", "new"]
         )
@@ -178,7 +177,7 @@ def audit(request: HttpRequest) -> HttpResponse:
     if request.GET.get("format") == "csv":
         response = HttpResponse(content_type="text/csv")
         response["Content-Disposition"] = 'attachment; filename="rating-changes.csv"'
-        writer = csv.writer(response)
+        writer = safe_writer(response)
         writer.writerow(
             [
                 "changed_at",

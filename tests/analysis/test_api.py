@@ -10,7 +10,8 @@ from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from analysis.models import ExportLog
+from analysis.models import ExportLog, RaterCode
+from analysis.pseudonyms import rater_codes_ensure
 from annotation.models import Study
 
 
@@ -46,12 +47,14 @@ def test_ratings_are_paginated_with_scores_in_few_queries(
     api, small_study, django_assert_max_num_queries
 ):
     pk = small_study.study.pk
+    rater_codes_ensure(study_id=pk)
+    dr_b = RaterCode.objects.get(study_id=pk, rater=small_study.clinicians[1]).code
     with django_assert_max_num_queries(8):
-        body = api.get("/api/ratings/", {"study": pk, "rater": "dr_b", "limit": 5}).json()
+        body = api.get("/api/ratings/", {"study": pk, "rater": dr_b, "limit": 5}).json()
     assert body["count"] == 4 * 5  # dr_b rated 4 conversations × 5 responses
     assert len(body["results"]) == 5 and body["next"]
     rating = body["results"][0]
-    assert rating["rater"] == "dr_b" and rating["rater_kind"] == "clinician"
+    assert rating["rater"] == dr_b and rating["rater_kind"] == "clinician"
     assert set(rating["scores"]) == set(
         small_study.study.rubric.attributes.values_list("name", flat=True)
     )

@@ -11,7 +11,8 @@ from django.urls import reverse
 
 from analysis import distortions
 from analysis.distortion_selectors import distortion_report
-from analysis.models import ExportLog
+from analysis.models import ExportLog, RaterCode
+from analysis.pseudonyms import rater_codes_ensure
 from annotation.models import Conversation, LabelAnnotation, Rater, Study
 from annotation.services import study_get_or_create
 from judging.models import ModelEndpoint, Run
@@ -113,11 +114,12 @@ def test_dashboard_shows_figure2_kappa_consensus_distribution_and_agreement(
         "Table 8",
         "Agreement of the final labels with each clinician",
         "not sure which distortion",
-        "dr-who",
+        "C01",  # dr-who, the study's only clinician, by code
         "Self-Blame",
         "spec-figure2",
     ):
         assert text in html, text
+    assert "dr-who" not in html
 
 
 def test_k_control_changes_the_consensus(client, researcher, cd_study):
@@ -200,7 +202,7 @@ def _token_client(user):
 
 
 def test_api_lists_label_annotations_of_runs_and_clinicians(
-    cd_study, researcher, django_assert_max_num_queries
+    cd_study, researcher, admin_user_, django_assert_max_num_queries
 ):
     study, run = cd_study
     conversation = study.conversations.get(external_id="m2")
@@ -209,7 +211,8 @@ def test_api_lists_label_annotations_of_runs_and_clinicians(
         rater=draft_rater, conversation=conversation, status="draft", source="form"
     )
     api = _token_client(researcher)
-    with django_assert_max_num_queries(6):
+    rater_codes_ensure(study_id=study.pk)  # done once per study, by its first viewer
+    with django_assert_max_num_queries(7):
         body = api.get("/api/label-annotations/", {"study": study.pk, "limit": 100}).json()
     # 5 messages × 5 runs + 3 clinician labels; the draft only on request.
     assert body["count"] == 28
@@ -219,10 +222,17 @@ def test_api_lists_label_annotations_of_runs_and_clinicians(
     assert first["labels"] == ["Labeling"] and first["status"] == "complete"
     m4 = [r for r in body["results"] if r["conversation"] == "m4" and r["repeat"] == 0][0]
     assert m4["labels"] == ["Others", "Labeling"] and m4["others"] == ["Self-Blame"]
-    clinician = api.get("/api/label-annotations/", {"rater": "dr-who"}).json()
+    dr_who = RaterCode.objects.get(study=study, rater__name="dr-who").code
+    clinician = api.get("/api/label-annotations/", {"rater": dr_who}).json()
     assert [r["labels"] for r in clinician["results"]] == list(CLINICIAN.values())
-    drafts = api.get("/api/label-annotations/", {"status": "draft"}).json()
+    assert {r["rater"] for r in clinician["results"]} == {dr_who}
+    # Researchers get no drafts and no names; an admin asks explicitly, and it is audited.
+    assert api.get("/api/label-annotations/", {"status": "draft"}).status_code == 403
+    assert api.get("/api/label-annotations/", {"rater": "dr-who"}).json()["count"] == 0
+    admin = _token_client(admin_user_)
+    drafts = admin.get("/api/label-annotations/", {"status": "draft", "identified": 1}).json()
     assert [r["rater"] for r in drafts["results"]] == ["dr-draft"]
+    assert ExportLog.objects.get(what="api:label-annotations").user == admin_user_
 
 
 def test_api_label_annotations_refuse_clinicians_and_bad_filters(

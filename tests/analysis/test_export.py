@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from analysis import export
-from analysis.models import ExportLog
+from analysis.models import ExportLog, RaterCode
 
 
 def _read(path) -> list[dict]:
@@ -55,7 +55,8 @@ def test_wide_export_has_a_column_per_responder_and_attribute(small_study, tmp_p
     assert len(header) == 8 + 5 * 7
     # 8 conversations × 2 judges + 12 clinician conversation ratings
     assert len(rows) == 8 * 2 + 4 * 2 + 4
-    row = next(r for r in rows if r["conversation"] == "c0" and r["rater"] == "dr_b")
+    dr_b = RaterCode.objects.get(study=small_study.study, rater=small_study.clinicians[1]).code
+    row = next(r for r in rows if r["conversation"] == "c0" and r["rater"] == dr_b)
     assert row["conditions"] == "depression;anxiety" and row["source"] == "A"
     assert all(row[c] for c in header[8:])
     assert ExportLog.objects.get().what == "ratings-wide"

@@ -14,6 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from analysis import reports
+from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import attribute_names, scores_frame
 from tests.conftest import REFERENCE
 
@@ -148,6 +149,21 @@ def test_subset_options_restrict_the_report(small_study):
     assert set(table["judge"]) == {"judge-x"} and len(table) == 7
     assert (table["n_pairs"] == 4 * 4).all()  # 4 source-A conversations × 4 responders (m1 out)
     assert set(table["ci_method"]) == {"two-stage"}
+
+
+def test_clinician_by_code_or_name_and_an_unknown_one_is_an_error(small_study):
+    def run(clinician: str) -> str:
+        out = io.StringIO()
+        call_command(
+            "reliability_report", "--study", "Small study", "--format", "csv", "--bootstrap",
+            "20", "--clinician", clinician, stdout=out,
+        )  # fmt: skip
+        return out.getvalue()
+
+    code = rater_codes_ensure(study_id=small_study.study.pk)[small_study.clinicians[1].pk]
+    assert run(code) == run("dr_b")
+    with pytest.raises(CommandError, match=r"^--clinician 'dr_z': no such clinician .*C01, C02"):
+        run("dr_z")
 
 
 def test_an_empty_subset_is_a_one_line_error(small_study):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis import reports, selectors
+from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import Filters, scores_frame
 from annotation.models import Rating, Score
 
@@ -12,7 +13,9 @@ from annotation.models import Rating, Score
 def test_frame_has_every_complete_score_and_nothing_else(
     small_study, django_assert_max_num_queries
 ):
-    with django_assert_max_num_queries(6):
+    codes = rater_codes_ensure(study_id=small_study.study.pk)  # once per study, on first view
+    dr_b = codes[small_study.clinicians[1].pk]
+    with django_assert_max_num_queries(7):
         df = scores_frame(study=small_study.study)
     assert list(df.columns) == list(selectors.FRAME_COLUMNS)
     assert len(df) == small_study.n_complete_scores
@@ -27,7 +30,7 @@ def test_frame_has_every_complete_score_and_nothing_else(
         attribute__name="Safety",
     ).get()
     row = df[
-        (df.rater == "dr_b") & (df.conversation == "c2") & (df.responder == "m3")
+        (df.rater == dr_b) & (df.conversation == "c2") & (df.responder == "m3")
         & (df.attribute == "Safety")
     ]  # fmt: skip
     assert row["score"].tolist() == [one.value]
@@ -40,10 +43,14 @@ def test_filters_restrict_conversations_clinician_and_judges(small_study):
     assert set(by_source["conversation"]) == {"c4", "c5", "c6", "c7"}
     by_condition = scores_frame(study=small_study.study, filters=Filters(condition="depression"))
     assert set(by_condition["conversation"]) == {"c0", "c2", "c4", "c6"}
+    dr_b = rater_codes_ensure(study_id=small_study.study.pk)[small_study.clinicians[1].pk]
     one = scores_frame(
-        study=small_study.study, filters=Filters(clinician="dr_b", judges=("judge-y",))
+        study=small_study.study, filters=Filters(clinician=dr_b, judges=("judge-y",))
     )
-    assert set(one["rater"]) == {"dr_b", "judge-y"}
+    assert set(one["rater"]) == {dr_b, "judge-y"}
+    # A clinician's name is not a filter value: it selects no clinician at all.
+    by_name = scores_frame(study=small_study.study, filters=Filters(clinician="dr_b"))
+    assert set(by_name["rater_kind"]) == {"judge"}
 
 
 def test_exclusions_come_from_the_raters(small_study):
@@ -72,7 +79,9 @@ def test_coverage_counts_rated_conversations_and_overlap(small_study):
     assert cov["conversations"] == 9
     assert cov["with_clinician"] == 8
     assert cov["with_two_clinicians"] == 4
-    assert {r["rater"]: r["conversations"] for r in cov["raters"]}["dr_b"] == 4
+    dr_b = rater_codes_ensure(study_id=small_study.study.pk)[small_study.clinicians[1].pk]
+    assert {r["rater"]: r["conversations"] for r in cov["raters"]}[dr_b] == 4
+    assert not {"dr_a", "dr_b"} & {r["rater"] for r in cov["raters"]}
 
 
 def test_study_report_is_cached_until_new_ratings_arrive(

@@ -15,7 +15,9 @@ class Command(BaseCommand):
         "Write every score of a study as CSV: long (one row per score: study, conversation, "
         "response, responder, rater, run, repeat, attribute, score, rationale, presentation "
         "position, timestamps) or --wide (one row per conversation × rating, one column per "
-        "responder × attribute, the MentalBench-100k layout). Streams in constant memory."
+        "responder × attribute, the MentalBench-100k layout). Streams in constant memory. "
+        "Clinicians appear as their study code (C01, …) and timestamps as days unless "
+        "--identified."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,13 +28,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--wide", action="store_true", help="one column per responder × attribute"
         )
+        parser.add_argument(
+            "--identified",
+            action="store_true",
+            help="clinicians' names and exact timestamps instead of study codes and days "
+            "(recorded in the export audit log)",
+        )
 
     def handle(self, *args, **options) -> None:
         study = study_get_or_error(options["study"])
         out: Path = options["out"]
         what = "ratings-wide" if options["wide"] else "ratings-long"
         count = ExportCount()
-        generator = (wide_csv if options["wide"] else long_csv)(study=study, count=count)
+        identified = options["identified"]
+        generator = (wide_csv if options["wide"] else long_csv)(
+            study=study, count=count, identified=identified
+        )
         if str(out) == "-":
             for chunk in generator:
                 self.stdout.write(chunk, ending="")
@@ -56,7 +67,7 @@ class Command(BaseCommand):
             study=study,
             channel=ExportLog.Channel.COMMAND,
             what=what,
-            params={"out": str(out)},
+            params={"out": str(out), "identified": identified},
         )
         export_log_finish(log=log, rows=count.rows)
         if str(out) != "-":

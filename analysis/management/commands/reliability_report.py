@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import reports
+from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import (
     Filters,
     attribute_names,
@@ -8,7 +9,8 @@ from analysis.selectors import (
     exclusions_for,
     scores_frame,
 )
-from annotation.models import Study
+from annotation.csvsafe import safe_frame
+from annotation.models import Rater, Study
 
 #: The columns DESIGN.md promises first, in this order; the rest of reports.RELIABILITY_COLUMNS
 #: follow in the CSV.
@@ -38,6 +40,21 @@ def study_get_or_error(name: str) -> Study:
     return study
 
 
+def _clinician_code(study: Study, value: str | None) -> str | None:
+    """The study code of a clinician given by code or by name (whoever runs a management
+    command has the database anyway; researchers' pages and the API take codes only)."""
+    if not value:
+        return None
+    codes = rater_codes_ensure(study_id=study.pk)
+    names = dict(Rater.objects.filter(pk__in=codes).values_list("name", "id"))
+    if value in codes.values():
+        return value
+    if value in names:
+        return codes[names[value]]
+    known = ", ".join(sorted(codes.values())) or "none"
+    raise CommandError(f"--clinician {value!r}: no such clinician in the study (codes: {known})")
+
+
 class Command(BaseCommand):
     help = (
         "Reliability of each LLM judge against the clinicians: one row per judge × attribute "
@@ -63,7 +80,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--condition", help="only conversations with this condition label")
         parser.add_argument("--source", help="only conversations from this source dataset")
-        parser.add_argument("--clinician", help="only this clinician as the human reference")
+        parser.add_argument(
+            "--clinician",
+            metavar="CODE_OR_NAME",
+            help="only this clinician as the human reference: their study code (C01, as on the "
+            "dashboard) or, from this shell, their name",
+        )
         parser.add_argument("--judge", action="append", help="only this judge (repeatable)")
 
     def handle(self, *args, **options) -> None:
@@ -73,7 +95,7 @@ class Command(BaseCommand):
         filters = Filters(
             condition=options["condition"],
             source=options["source"],
-            clinician=options["clinician"],
+            clinician=_clinician_code(study, options["clinician"]),
             judges=tuple(options["judge"]) if options["judge"] else None,
         )
         df = scores_frame(study=study, filters=filters, as_published=options["as_published"])
@@ -93,7 +115,7 @@ class Command(BaseCommand):
         notes = data_notes(study=study, as_published=options["as_published"])
         if options["format"] == "csv":
             columns = [*CONTRACT_COLUMNS, *(c for c in table.columns if c not in CONTRACT_COLUMNS)]
-            self.stdout.write(table[columns].to_csv(index=False), ending="")
+            self.stdout.write(safe_frame(table[columns]).to_csv(index=False), ending="")
             for note in notes:
                 self.stderr.write(f"note: {note}")
         else:

@@ -1,9 +1,9 @@
-import csv
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from annotation.csvsafe import safe_dict_writer
 from annotation.importers.base import ImportProblem, file_sha256
 from annotation.importers.mentalalign import read_workbook
 from annotation.services import (
@@ -133,7 +133,7 @@ class Command(BaseCommand):
             )
         if options["report"]:
             with options["report"].open("w", newline="") as handle:
-                writer = csv.DictWriter(
+                writer = safe_dict_writer(
                     handle,
                     fieldnames=["file", "row", "column", "conversation", "responder", "reason"],
                 )

@@ -1,0 +1,218 @@
+"""Researchers see clinicians as stable study codes (C01, …), days instead of exact times, and
+submitted work only; names, exact times and drafts need an admin (or a permission an admin
+grants) and an explicit ?identified=1 / --identified, and every such request is audited."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.core.management import call_command
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from analysis.models import ExportLog, RaterCode
+from analysis.pseudonyms import rater_codes_ensure
+from annotation.models import Assignment, Conversation, Rater, Rating, Study
+from tests.annotation.conftest import at_once
+
+NAMES = ("dr_a", "dr_b")
+CODE = re.compile(r"C\d{2,}")
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _api(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client
+
+
+def _csv(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _stream(response) -> str:
+    assert response.status_code == 200, response
+    return b"".join(response.streaming_content).decode()
+
+
+def _codes(small_study) -> dict[str, str]:
+    """Clinician name → code in the small study."""
+    return dict(
+        RaterCode.objects.filter(study=small_study.study).values_list("rater__name", "code")
+    )
+
+
+def test_researchers_see_the_same_codes_in_every_export_and_the_api(
+    client, researcher, small_study, tmp_path
+):
+    client.force_login(researcher)
+    study = small_study.study
+    url = reverse("analysis:ratings_csv", args=[study.pk])
+    long_rows = _csv(_stream(client.get(url)))
+    wide_rows = _csv(_stream(client.get(url, {"layout": "wide"})))
+    api_rows = _csv(_stream(_api(researcher).get(f"/api/studies/{study.pk}/export/")))
+    listed = _api(researcher).get("/api/ratings/", {"study": study.pk, "limit": 1000}).json()
+    out = tmp_path / "scores.csv"
+    call_command("export_ratings", "--study", study.name, "--out", str(out), stdout=io.StringIO())
+    command_rows = _csv(out.read_text())
+
+    codes = _codes(small_study)
+    assert set(codes) == set(NAMES) and all(CODE.fullmatch(c) for c in codes.values())
+    assert len(set(codes.values())) == 2
+    for rows in (long_rows, wide_rows, api_rows, command_rows, listed["results"]):
+        clinicians = {r["rater"] for r in rows if r["rater_kind"] == "clinician"}
+        judges = {r["rater"] for r in rows if r["rater_kind"] == "judge"}
+        assert clinicians == set(codes.values())  # the same codes everywhere
+        assert judges == {"judge-x", "judge-y"}  # judges keep their names
+    # The per-clinician link survives: dr_b rated 4 conversations, under one code.
+    dr_b = {r["conversation"] for r in long_rows if r["rater"] == codes["dr_b"]}
+    assert dr_b == {"c0", "c1", "c2", "c3"}
+    # Days, not times.
+    assert all(DAY.fullmatch(r["created_at"]) for r in long_rows + command_rows)
+    assert all(DAY.fullmatch(r["updated_at"]) for r in listed["results"])
+    for text in (
+        out.read_text(),
+        str(listed),
+    ):
+        assert not any(name in text for name in NAMES)
+
+
+def test_codes_are_stable_and_numbered_per_study(small_study):
+    study = small_study.study
+    first = rater_codes_ensure(study_id=study.pk)
+    assert sorted(first.values()) == ["C01", "C02"]
+    # A clinician who joins later gets the next number; nobody else's code changes.
+    newcomer = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr_new")
+    conversation = Conversation.objects.get(study=study, external_id="c5")
+    Assignment.objects.create(rater=newcomer, conversation=conversation)
+    second = rater_codes_ensure(study_id=study.pk)
+    assert {k: second[k] for k in first} == first and second[newcomer.pk] == "C03"
+    # Another study numbers its own clinicians from C01: a code is not a person's global id.
+    other = Study.objects.create(name="Other study", rubric=study.rubric)
+    c = Conversation.objects.create(study=other, external_id="o1", context="ctx")
+    Assignment.objects.create(rater=small_study.clinicians[1], conversation=c)
+    assert rater_codes_ensure(study_id=other.pk) == {small_study.clinicians[1].pk: "C01"}
+    assert rater_codes_ensure(study_id=study.pk) == second
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_first_exports_agree_on_the_codes(small_study):
+    study_id = small_study.study.pk
+    a, b = at_once(
+        lambda: rater_codes_ensure(study_id=study_id),
+        lambda: rater_codes_ensure(study_id=study_id),
+    )
+    assert a == b and RaterCode.objects.filter(study_id=study_id).count() == 2
+
+
+def test_dashboard_and_tables_show_codes_to_researchers(client, researcher, small_study):
+    client.force_login(researcher)
+    study = small_study.study
+    html = client.get(reverse("analysis:dashboard", args=[study.pk])).content.decode()
+    codes = _codes(small_study)
+    assert codes["dr_a"] in html and codes["dr_b"] in html  # coverage and the filter choices
+    assert "dr_a" not in html and "dr_b" not in html
+    # The filter takes the code: dr_b alone as the human reference.
+    subset = client.get(
+        reverse("analysis:dashboard", args=[study.pk]), {"clinician": codes["dr_b"]}
+    )
+    assert subset.status_code == 200 and "dr_a" not in subset.content.decode()
+    for name in ("ranking", "interrater", "reliability"):
+        text = client.get(reverse("analysis:table_csv", args=[study.pk, name])).content.decode()
+        assert not any(n in text for n in NAMES), name
+
+
+def test_researchers_may_not_ask_for_names_drafts_or_times(client, researcher, small_study):
+    study = small_study.study
+    api = _api(researcher)
+    assert api.get("/api/ratings/", {"identified": 1}).status_code == 403
+    assert api.get("/api/ratings/", {"status": "draft"}).status_code == 403
+    assert api.get(f"/api/studies/{study.pk}/export/", {"identified": 1}).status_code == 403
+    # A clinician's name is no filter: it cannot be used to probe who rated.
+    assert api.get("/api/ratings/", {"study": study.pk, "rater": "dr_b"}).json()["count"] == 0
+    assert api.get("/api/ratings/", {"study": study.pk, "rater": "judge-x"}).json()["count"]
+    client.force_login(researcher)
+    url = reverse("analysis:ratings_csv", args=[study.pk])
+    assert client.get(url, {"identified": 1}).status_code == 403
+    assert not ExportLog.objects.filter(params__identified=True).exists()
+
+
+def test_admin_gets_names_times_and_drafts_on_explicit_request_and_it_is_audited(
+    client, admin_user_, small_study
+):
+    study = small_study.study
+    # A draft of a flagged conversation: unfinished work, never in a default list.
+    draft = Rating.objects.get(status="draft")
+    Assignment.objects.create(
+        rater=draft.rater, conversation=draft.response.conversation, status="flagged"
+    )
+    api = _api(admin_user_)
+    default = api.get("/api/ratings/", {"study": study.pk, "limit": 1000}).json()
+    assert draft.pk not in {r["id"] for r in default["results"]}
+    assert not any(r["rater"] in NAMES for r in default["results"])
+    assert not ExportLog.objects.exists()  # nothing identified was asked for
+
+    drafts = api.get("/api/ratings/", {"study": study.pk, "status": "draft", "identified": "1"})
+    assert [(r["id"], r["rater"]) for r in drafts.json()["results"]] == [(draft.pk, "dr_b")]
+    exact = drafts.json()["results"][0]["created_at"]
+    assert not DAY.fullmatch(exact) and exact.startswith(draft.created_at.date().isoformat())
+    log = ExportLog.objects.get()
+    assert (log.user, log.channel, log.what, log.study) == (
+        admin_user_,
+        "api",
+        "api:ratings",
+        study,
+    )
+    assert log.params["identified"] == ["1"] and log.params["status"] == ["draft"]
+
+    client.force_login(admin_user_)
+    url = reverse("analysis:ratings_csv", args=[study.pk])
+    rows = _csv(_stream(client.get(url, {"identified": "1"})))
+    assert {r["rater"] for r in rows if r["rater_kind"] == "clinician"} == set(NAMES)
+    assert all(len(r["created_at"]) > 10 for r in rows)
+    assert ExportLog.objects.filter(channel="web", params__identified=True).count() == 1
+    # Admins too get codes when they do not ask.
+    rows = _csv(_stream(client.get(url)))
+    assert not {r["rater"] for r in rows} & set(NAMES)
+
+
+def test_a_researcher_given_the_permission_may_ask_and_is_audited(researcher, small_study):
+    researcher.user_permissions.add(
+        Permission.objects.get(
+            codename="view_clinician_identities", content_type__app_label="analysis"
+        )
+    )
+    api = _api(researcher)
+    response = api.get(f"/api/studies/{small_study.study.pk}/export/", {"identified": "true"})
+    rows = _csv(_stream(response))
+    assert {r["rater"] for r in rows if r["rater_kind"] == "clinician"} == set(NAMES)
+    log = ExportLog.objects.get()
+    assert (log.user, log.params) == (researcher, {"identified": True})
+
+
+def test_export_command_identified_is_logged(small_study, tmp_path):
+    out = tmp_path / "named.csv"
+    call_command(
+        "export_ratings", "--study", small_study.study.name, "--out", str(out), "--identified",
+        stdout=io.StringIO(),
+    )  # fmt: skip
+    rows = _csv(out.read_text())
+    assert {r["rater"] for r in rows if r["rater_kind"] == "clinician"} == set(NAMES)
+    assert ExportLog.objects.get().params == {"out": str(out), "identified": True}
+
+
+def test_only_staff_can_map_codes_to_clinicians_in_the_admin(
+    client, django_user_model, researcher, small_study
+):
+    codes = rater_codes_ensure(study_id=small_study.study.pk)
+    url = reverse("admin:analysis_ratercode_changelist")
+    client.force_login(researcher)
+    assert client.get(url).status_code == 302  # to the admin login: not staff
+    client.force_login(django_user_model.objects.create_superuser("root", password="x-1234567"))
+    html = client.get(url).content.decode()
+    assert all(code in html for code in codes.values()) and "dr_b" in html
