@@ -491,16 +491,22 @@ def parse_label_output(
     # Every JSON value in the answer that holds labels is an answer; more than one that
     # disagree is ambiguous, never "the first one".
     statements: list[list[_Segment]] = []
-    found = [f.value for f in find_json(answer, "{[") if _may_hold_labels(f.value)]
-    for value in found:
-        part, error = _from_json(value, matcher)  # type: ignore[arg-type]
+    found = [f for f in find_json(answer, "{[") if _may_hold_labels(f.value)]
+    for item in found:
+        part, error = _from_json(item.value, matcher)  # type: ignore[arg-type]
         if error and len(found) > 1 and error.startswith("JSON object has no labels field"):
             continue  # another object beside the answer ({"confidence": …})
         if error:
             return LabelParse(error=error)
         statements.append(part or [])
-    if not found:
-        statements = _from_text(answer, matcher)
+    # The text around the JSON may state labels too ("Final answer: Mind Reading"): that is
+    # another answer, compared with the JSON's below.
+    outside, last = [], 0
+    for item in found:
+        outside.append(answer[last : item.start])
+        last = item.end
+    outside.append(answer[last:])
+    statements += _from_text("\n".join(outside), matcher)
     statements = [s for s in statements if s]
     if not statements:
         mentioned = matcher.mentions(answer)

@@ -350,3 +350,8 @@ def test_a_json_object_beside_the_answer_that_holds_no_labels_is_not_an_answer()
 def test_a_think_tag_quoted_inside_a_json_answer_does_not_cut_it() -> None:
     text = '{"labels": ["Labeling"], "explanation": "no <think> block needed"}'
     assert parse(text, "ranked").labels == ["Labeling"]
+
+
+def test_a_final_answer_line_that_disagrees_with_the_json_is_ambiguous() -> None:
+    result = parse('{"labels": ["Labeling"]}\n\nFinal answer: Mind Reading', "ranked")
+    assert not result.ok and result.error.startswith("ambiguous: two answers")
