@@ -91,6 +91,8 @@ def strip_think_outside_json(text: str) -> str:
     writes the tag inside its JSON explanation; strip_think would take everything after it for
     unterminated reasoning and cut the answer in half.
     """
+    if not _THINK_OPEN.search(text) and not _THINK_CLOSE.search(text):
+        return text.strip()  # the common case: nothing to mask
     masked = list(text)
     for found in find_json(text, "{["):
         masked[found.start : found.end] = " " * (found.end - found.start)
@@ -243,6 +245,8 @@ def _conflicts(statements: dict[str, list[object]], scale: tuple[int, int]) -> l
     """Keys stated with more than one different value, as "Guidance 1 vs 5"."""
     out = []
     for key, values in statements.items():
+        if len(values) < 2:
+            continue  # said once: nothing to disagree with
         distinct = list(dict.fromkeys(_same(v, scale) for v in values))
         if len(distinct) > 1:
             out.append(f"{key} {' vs '.join(str(v) for v in distinct)}")
