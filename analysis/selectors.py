@@ -4,13 +4,17 @@ version" that keys cached reports.
 
 Scores come from complete ratings only (a clinician's form rating becomes complete on submit;
 an unparseable judge output or an out-of-range imported cell is invalid and has no scores).
-``as_published=True`` adds what the MentalAlign-70k paper's pandas code read from the release:
-the numbers inside *imported clinician* cells that our importer rejected (33 all-zero "not
-rated" cells, a few 6s; nulls skipped). See docs/analysis.md, "Reproducing the paper".
+``as_published=True`` reads every *imported* cell (clinicians' and judges') the way the
+MentalAlign-70k authors' script read the release (`published_cell_scores`): that counts the 33
+all-zero "not rated" clinician cells and a few 6s our importer rejects, and drops the judge cells
+that are not plain JSON, which our parser recovers. See docs/analysis.md, "Reproducing the paper".
 """
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +26,6 @@ from analysis import reports, stats
 from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
 from annotation.models import Conversation, Rater, Rating, Responder, Response, Score, Study
-from judging.parsing import _load_object  # the one JSON-cell reader (fences, prose around it)
 
 FRAME_COLUMNS = (
     "conversation",
@@ -100,9 +103,12 @@ def scores_frame(
     measured on 357k scores); names come from small lookup tables mapped with numpy.
     """
     filters = filters or Filters()
-    rows = Score.objects.filter(
+    complete = Score.objects.filter(
         _rating_filter(study, filters, prefix="rating__"), rating__status=Rating.Status.COMPLETE
-    ).values_list(
+    )
+    if as_published:
+        complete = complete.exclude(rating__source=Rating.Source.IMPORT)  # read below instead
+    rows = complete.values_list(
         "rating__response__conversation_id",
         "rating__response__responder_id",
         "rating__rater_id",
@@ -113,35 +119,62 @@ def scores_frame(
     score = ids[:, 4].astype(np.float64)
     ids = ids[:, :4]
     if as_published:
-        extra_ids, extra_score = _published_extras(study, _rating_filter(study, filters))
+        extra_ids, extra_score = _published_cells(study, _rating_filter(study, filters))
         ids = np.vstack([ids, extra_ids])
         score = np.concatenate([score, extra_score])
     return _frame_from_ids(study, ids, score)
 
 
-def _published_extras(study: Study, q: Q) -> tuple[np.ndarray, np.ndarray]:
-    """Numbers inside invalid imported clinician cells, read the way the paper's code did."""
-    attributes = dict(
-        (name.lower(), pk) for pk, name in study.rubric.attributes.values_list("id", "name")
+def published_cell_scores(raw: str | None, attributes: Sequence[str]) -> dict[str, float]:
+    """One released cell read exactly as the MentalAlign-70k authors' analysis script did.
+
+    Their `_parse_rating`: strip; if the cell starts with "```json", delete every "```json" and
+    "```"; `json.loads`; then per attribute `data.get(attribute)` (exact key), None or "" is
+    missing, anything else goes through `float()`; any exception makes the attribute missing.
+    So prose before the JSON, an unescaped quote or any other broken JSON loses the whole cell,
+    0 and 6 count, "4" counts as 4.0 and "4/5" is missing; NaN is missing (their pairing skips
+    it). This is the reading of the paper's numbers, not a rule for storing scores.
+    """
+    if raw is None:
+        return {}
+    text = str(raw).strip()
+    if not text:
+        return {}
+    if text.startswith("```json"):
+        text = text.replace("```json", "").replace("```", "").strip()
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(data, dict):
+        return {}  # `.get` raised inside their try: every attribute missing
+    out: dict[str, float] = {}
+    for attribute in attributes:
+        value = data.get(attribute)
+        if value is None or value == "":
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if not math.isnan(number):
+            out[attribute] = number
+    return out
+
+
+def _published_cells(study: Study, q: Q) -> tuple[np.ndarray, np.ndarray]:
+    """Every imported cell (complete or invalid, clinician or judge) read with the authors'
+    rule; ratings from forms and judge runs are not part of the release and are read as usual."""
+    attributes = {name: pk for pk, name in study.rubric.attributes.values_list("id", "name")}
+    rows = Rating.objects.filter(q, source=Rating.Source.IMPORT).values_list(
+        "response__conversation_id", "response__responder_id", "rater_id", "raw_output"
     )
-    rows = Rating.objects.filter(
-        q,
-        status=Rating.Status.INVALID,
-        source=Rating.Source.IMPORT,
-        rater__kind=Rater.Kind.CLINICIAN,
-    ).values_list("response__conversation_id", "response__responder_id", "rater_id", "raw_output")
     ids: list[tuple[int, int, int, int]] = []
     values: list[float] = []
     for conversation, responder, rater, raw in rows.iterator(chunk_size=2000):
-        obj = _load_object(raw or "")
-        if obj is None:
-            continue
-        for key, value in obj.items():
-            attribute = attributes.get(str(key).strip().lower())
-            if attribute is None or isinstance(value, bool) or not isinstance(value, int | float):
-                continue  # nulls, strings and unknown keys: the paper skipped them as well
-            ids.append((conversation, responder, rater, attribute))
-            values.append(float(value))
+        for name, value in published_cell_scores(raw, list(attributes)).items():
+            ids.append((conversation, responder, rater, attributes[name]))
+            values.append(value)
     return np.array(ids, dtype=np.int64).reshape(len(ids), 4), np.array(values, dtype=np.float64)
 
 
@@ -207,16 +240,29 @@ def invalid_clinician_cells(*, study: Study) -> dict[str, int]:
         source=Rating.Source.IMPORT,
         rater__kind=Rater.Kind.CLINICIAN,
     ).values_list("raw_output", flat=True)
+    attributes = attribute_names(study=study)
     total = zeros = 0
     for raw in rows.iterator(chunk_size=2000):
         total += 1
-        obj = _load_object(raw or "") or {}
-        numbers = [
-            v for v in obj.values() if isinstance(v, int | float) and not isinstance(v, bool)
-        ]
+        numbers = published_cell_scores(raw, attributes).values()
         if numbers and all(v == 0 for v in numbers):
             zeros += 1
     return {"invalid": total, "all_zero": zeros}
+
+
+def judge_cells_published_drops(*, study: Study) -> int:
+    """Imported judge cells our parser read but the authors' plain json.loads rejects."""
+    rows = Rating.objects.filter(
+        response__conversation__study=study,
+        status=Rating.Status.COMPLETE,
+        source=Rating.Source.IMPORT,
+        rater__kind=Rater.Kind.JUDGE,
+    ).values_list("raw_output", flat=True)
+    attributes = attribute_names(study=study)
+    return sum(
+        len(published_cell_scores(raw, attributes)) < len(attributes)
+        for raw in rows.iterator(chunk_size=2000)
+    )
 
 
 def ratings_version(*, study: Study) -> str:
@@ -313,23 +359,32 @@ def response_texts(*, study: Study) -> pd.DataFrame:
 
 
 def data_notes(*, study: Study, as_published: bool) -> list[str]:
-    """What a reader must know about which ratings went in (the MentalAlign sentinel cells)."""
+    """What a reader must know about which ratings went in (the MentalAlign sentinel cells, and
+    the judge cells the authors' reading drops)."""
+    notes: list[str] = []
     cells = invalid_clinician_cells(study=study)
-    if not cells["invalid"]:
-        return []
     kinds = f"{cells['all_zero']} all-zero 'not rated' markers, plus 6s/nulls"
-    if as_published:
-        return [
+    if cells["invalid"] and as_published:
+        notes.append(
             f"as published: {cells['invalid']} invalid imported clinician cells ({kinds}) are "
             "read as scores, as the MentalAlign-70k paper's code did; in that release the "
             "published Safety ICCs depend on them (gpt-4o Safety ICC(C,1) 0.48 with them, "
             "~0.37 without)."
-        ]
-    return [
-        f"valid scores only: {cells['invalid']} invalid imported clinician cells ({kinds}) are "
-        "left out; the paper counted them as scores. Use --as-published (the dashboard's "
-        "'as published' switch) to reproduce its tables."
-    ]
+        )
+    elif cells["invalid"]:
+        notes.append(
+            f"valid scores only: {cells['invalid']} invalid imported clinician cells ({kinds}) "
+            "are left out; the paper counted them as scores. Use --as-published (the "
+            "dashboard's 'as published' switch) to reproduce its tables."
+        )
+    dropped = judge_cells_published_drops(study=study) if as_published else 0
+    if dropped:
+        notes.append(
+            f"as published: {dropped} imported judge cells that are not plain JSON (prose "
+            "around it, an unescaped quote) are left out, as the authors' json.loads did; the "
+            "default reading recovers them."
+        )
+    return notes
 
 
 @dataclass(frozen=True)

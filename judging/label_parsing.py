@@ -27,7 +27,6 @@ Pure Python, no Django.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
-from judging.parsing import _load_object, strip_think
+from judging.parsing import find_json, strip_think_outside_json
 from judging.prompts import DEFAULT_DISTORTIONS, NO_DISTORTION
 
 #: The single category for every out-of-list label [CD §3.2, Appendix E Table 6].
@@ -212,6 +211,10 @@ _PROSE_KEY = re.compile(
 _ANSWER_KEY = re.compile(
     r"label|distortion|answer|output|result|classif|categor|predict|annotat|final|response", re.I
 )
+# Keys that say "this is my answer": each one starts a statement of its own, so "Answer: Labeling"
+# followed by "Final answer: Mind Reading" is two answers, never a merged ranked pair. Listing keys
+# ("Labels:", "Distortions identified:") and rank keys ("Secondary:") continue the current one.
+_STATEMENT_KEY = re.compile(r"answer|final|output|result|conclusion|verdict", re.I)
 # Words that never occur in a distortion label but do occur in sentences, refusals, headings.
 _NOT_A_LABEL_WORD = frozenset(
     """
@@ -319,12 +322,22 @@ def _segments_of(value: str, rank: int | None, matcher: _Matcher) -> list[_Segme
     return out
 
 
-def _from_text(text: str, matcher: _Matcher) -> list[_Segment] | None:
-    """Segments of the answer lines; prose lines (explanations, preambles) are skipped."""
-    found: list[_Segment] = []
+def _from_text(text: str, matcher: _Matcher) -> list[list[_Segment]]:
+    """The answer statements of the text, each a list of segments; prose lines (explanations,
+    preambles) are skipped. A fence, an answer heading or an "Answer: …" line starts a new
+    statement; list items, rank lines and label lines continue the current one."""
+    statements: list[list[_Segment]] = [[]]
+
+    def start() -> None:
+        if statements[-1]:
+            statements.append([])
+
     for raw_line in text.splitlines():
         line = raw_line.strip()
-        if not line or line.startswith(("#", "```")):
+        if line.startswith("```"):
+            start()
+            continue
+        if not line or line.startswith("#"):
             continue
         line = _LIST_MARKER.sub("", line.replace("**", "").replace("__", ""), count=1).strip()
         rank: int | None = None
@@ -332,7 +345,7 @@ def _from_text(text: str, matcher: _Matcher) -> list[_Segment] | None:
         if colon and tail.strip():
             labelled = _segments_of(head, None, matcher)
             if labelled and all(matcher.match(s.text) for s in labelled):
-                found += labelled  # "Emotional Reasoning: the user assumes …" — a remark
+                statements[-1] += labelled  # "Emotional Reasoning: the user assumes …" — a remark
                 continue
             short = len(head.split()) <= 4
             if short and _PROSE_KEY.search(head) and not _rank_of(head):
@@ -341,35 +354,24 @@ def _from_text(text: str, matcher: _Matcher) -> list[_Segment] | None:
                 continue  # some other "Key: value" line or a sentence with a colon
             # "Dominant: …", "Labels: …", "The cognitive distortions identified are: …"
             rank = _rank_of(head)
+            if rank is None and _STATEMENT_KEY.search(head):
+                start()
             line = tail
             if _clean(line).casefold() in _EMPTY_SLOT:
                 continue  # "Secondary: None"
         elif colon:
+            if _STATEMENT_KEY.search(head) and not _rank_of(head):
+                start()  # "Final answer:" heading before a list
             continue  # "Labels:" heading before a list
         segments = _segments_of(line, rank, matcher)
         if segments:
-            found += segments
-    return found or None
+            statements[-1] += segments
+    return [s for s in statements if s]
 
 
 # --------------------------------------------------------------------------------------------
 # JSON answers
 # --------------------------------------------------------------------------------------------
-
-
-def _json_array(text: str) -> list | None:
-    candidates = [m.group(1) for m in re.finditer(r"```(?:json|JSON)?\s*(.*?)```", text, re.S)]
-    start, end = text.find("["), text.rfind("]")
-    if start != -1 and end > start:
-        candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(value, list):
-            return value
-    return None
 
 
 def _json_values(value: object) -> Iterable[str]:
@@ -427,6 +429,27 @@ def _from_json(
     return segments, None
 
 
+def _may_hold_labels(value: object) -> bool:
+    """An object, or a non-empty list of strings/objects: not a "[1]" citation in prose."""
+    if isinstance(value, Mapping):
+        return True
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(item, str | Mapping) for item in value)
+    )
+
+
+def _reading(segments: list[_Segment], matcher: _Matcher, scheme: Scheme) -> tuple[str, ...]:
+    """What one statement says, for comparing statements: the labels in rank order (ranked
+    scheme) or as a set (multi-label scheme)."""
+    ordered = segments
+    if any(s.rank is not None for s in segments):
+        ordered = sorted(segments, key=lambda s: 1.5 if s.rank is None else s.rank)
+    labels = tuple(dict.fromkeys(matcher.match(s.text) or s.text for s in ordered))
+    return labels if scheme == "ranked" else tuple(sorted(labels))
+
+
 # --------------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------------
@@ -461,25 +484,39 @@ def parse_label_output(
     matcher = _matcher(labels)
     if text is None or not str(text).strip():
         return LabelParse(error="empty output")
-    answer, _ = strip_think(str(text))
+    answer = strip_think_outside_json(str(text))
     if not answer:
         return LabelParse(error="output held only <think> reasoning, no answer")
 
-    segments: list[_Segment] | None = None
-    obj = _load_object(answer)
-    json_value: Mapping[str, object] | list | None = obj if obj is not None else None
-    if json_value is None:
-        json_value = _json_array(answer)
-    if json_value is not None:
-        segments, error = _from_json(json_value, matcher)
+    # Every JSON value in the answer that holds labels is an answer; more than one that
+    # disagree is ambiguous, never "the first one".
+    statements: list[list[_Segment]] = []
+    found = [f for f in find_json(answer, "{[") if _may_hold_labels(f.value)]
+    for item in found:
+        part, error = _from_json(item.value, matcher)  # type: ignore[arg-type]
+        if error and len(found) > 1 and error.startswith("JSON object has no labels field"):
+            continue  # another object beside the answer ({"confidence": …})
         if error:
             return LabelParse(error=error)
-    else:
-        segments = _from_text(answer, matcher)
-    if not segments:
+        statements.append(part or [])
+    # The text around the JSON may state labels too ("Final answer: Mind Reading"): that is
+    # another answer, compared with the JSON's below.
+    outside, last = [], 0
+    for item in found:
+        outside.append(answer[last : item.start])
+        last = item.end
+    outside.append(answer[last:])
+    statements += _from_text("\n".join(outside), matcher)
+    statements = [s for s in statements if s]
+    if not statements:
         mentioned = matcher.mentions(answer)
         hint = f" (prose mentions {', '.join(dict.fromkeys(mentioned))})" if mentioned else ""
         return LabelParse(error=f"no label list found in the output{hint}")
+    readings = [_reading(s, matcher, scheme) for s in statements]
+    if len(set(readings)) > 1:
+        said = " | ".join(", ".join(r) for r in dict.fromkeys(readings))
+        return LabelParse(error=f"ambiguous: two answers that disagree ({said})")
+    segments = statements[0]
 
     if any(s.rank is not None for s in segments):
         # Python's sort is stable: unranked labels keep their written order between the two.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from analysis import reports, selectors
@@ -105,3 +107,89 @@ def test_as_published_only_adds_imported_clinician_cells(small_study, as_publish
     df = scores_frame(study=small_study.study, as_published=as_published)
     # The invalid rating here is a judge's, so nothing is added.
     assert len(df) == small_study.n_complete_scores
+
+
+# --- --as-published reads imported cells with the authors' rule --------------------------------
+
+ATTRS = ["Guidance", "Informativeness", "Relevance", "Safety", "Empathy", "Helpfulness"]
+ATTRS += ["Understanding"]
+
+
+def _cell(value: object = 4, **extra: object) -> str:
+    return json.dumps({**{a: value for a in ATTRS}, "Explanation": "ok", **extra})
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (_cell(4), {a: 4.0 for a in ATTRS}),
+        ("```json\n" + _cell(3) + "\n```", {a: 3.0 for a in ATTRS}),  # their one fence rule
+        ("Here is my rating:\n" + _cell(4), {}),  # prose first: json.loads fails
+        ("```JSON\n" + _cell(4) + "\n```", {}),  # only a lower-case ```json was stripped
+        ('{"Guidance": 4, "Explanation": "uses "I" statements"}', {}),  # unescaped quote
+        (_cell(0), {a: 0.0 for a in ATTRS}),  # off-scale numbers count
+        (_cell("4"), {a: 4.0 for a in ATTRS}),  # float("4")
+        (_cell("4/5"), {}),  # float("4/5") raises
+        (_cell(None), {}),
+        ('{"guidance": 4}', {}),  # exact key only
+        ('{"Guidance": 1, "Guidance": 5}', {"Guidance": 5.0}),  # json.loads keeps the last
+        ("[4, 4]", {}),
+        ("", {}),
+        (None, {}),
+    ],
+)
+def test_published_cell_scores_reads_a_cell_like_the_authors_script(raw, expected):
+    assert selectors.published_cell_scores(raw, ATTRS) == expected
+
+
+def test_as_published_reads_imported_judge_cells_with_the_authors_json_loads(small_study):
+    """A judge cell our parser recovers (prose before the JSON) counts by default and is
+    dropped as published; a plain-JSON cell is read from its raw text either way."""
+    study = small_study.study
+    attributes = list(study.rubric.attributes.order_by("position"))
+    judge = small_study.judges[1]
+    response = study.conversations.get(external_id="c0").responses.filter(responder__key="m2").get()
+    other = study.conversations.get(external_id="c1").responses.filter(responder__key="m2").get()
+    Rating.objects.filter(rater=judge, response__in=[response, other]).delete()
+    for target, raw in ((response, "My rating:\n" + _cell(2)), (other, _cell(5))):
+        rating = Rating.objects.create(
+            rater=judge, response=target, status="complete", source="import", raw_output=raw
+        )
+        value = 2 if target == response else 5
+        Score.objects.bulk_create(
+            Score(rating=rating, attribute=a, value=value) for a in attributes
+        )
+
+    def judge_cells(df, conversation):
+        rows = df[
+            (df.rater == judge.name) & (df.conversation == conversation) & (df.responder == "m2")
+        ]
+        return sorted(rows["score"].tolist())
+
+    default = scores_frame(study=study)
+    published = scores_frame(study=study, as_published=True)
+    assert judge_cells(default, "c0") == [2.0] * 7
+    assert judge_cells(published, "c0") == []
+    assert judge_cells(default, "c1") == judge_cells(published, "c1") == [5.0] * 7
+    assert len(published) == len(default) - 7
+    notes = selectors.data_notes(study=study, as_published=True)
+    assert any("1 imported judge cells that are not plain JSON" in n for n in notes)
+    assert selectors.data_notes(study=study, as_published=False) == []
+
+
+def test_as_published_reads_imported_clinician_cells_with_the_same_rule(small_study):
+    study = small_study.study
+    clinician = small_study.clinicians[0]
+    response = study.conversations.get(external_id="c0").responses.filter(responder__key="m3")[0]
+    Rating.objects.filter(rater=clinician, response=response).delete()
+    Rating.objects.create(
+        rater=clinician, response=response, status="invalid", source="import",
+        raw_output=_cell(0, Safety=None), error="Guidance: 0 is not on the 1–5 scale",
+    )  # fmt: skip
+    published = scores_frame(study=study, as_published=True)
+    rows = published[
+        (published.rater == clinician.name) & (published.conversation == "c0")
+        & (published.responder == "m3")
+    ]  # fmt: skip
+    assert sorted(rows["attribute"]) == sorted(a for a in ATTRS if a != "Safety")
+    assert (rows["score"] == 0).all()

@@ -59,7 +59,8 @@ def test_known_broken_cells_are_reported_with_file_row_column_and_reason(mentala
     assert by_place[(572, "human_response_original")] == "empty cell"
     claude = ImportLog.objects.get(study=mentalalign_study, summary__rater="claude-3.7-sonnet")
     reasons = [p["reason"] for p in claude.problems if p["column"] != "context"]
-    assert reasons == ["no JSON object and no attribute scores found"]
+    # Row 929 is a refusal in prose; scores are read only from a JSON answer, never from prose.
+    assert reasons == ["no JSON object with the scores found"]
     # the human workbook's contexts are shifted against the judges' in 19 rows: reported
     assert claude.summary["context_mismatches"] == 19
 
@@ -86,6 +87,19 @@ def test_judge_outputs_with_unescaped_quotes_and_prose_are_parsed_not_dropped(me
             "Understanding",
         ]
     }
+
+
+def test_a_think_tag_quoted_in_a_judge_explanation_keeps_the_whole_rationale(mentalalign_study):
+    # Row 57 (ConvID 56): Claude explains that the response is "only a thinking process (marked
+    # with <think>)". That tag is text inside the JSON, not the start of reasoning to strip.
+    rating = Rating.objects.get(
+        rater__name="claude-3.7-sonnet",
+        response__conversation__study=mentalalign_study,
+        response__conversation__external_id="56",
+        response__responder__key="qwen_3",
+    )
+    assert rating.status == "complete"
+    assert "(marked with <think>) rather than an actual response" in rating.rationale
 
 
 def test_paper_self_exclusions_are_set_for_known_judges(mentalalign_study):

@@ -47,6 +47,8 @@ The counter for "first n calls" is per distinct marker text, so give each test i
     think_truncated        an unterminated <think> block, cut by the token limit
     missing_keys           the JSON without its last `drop` (2) attributes
     fraction               scores written as "4/5" strings
+    revised                first n (all) calls: two fenced JSON answers that disagree (every
+                           score 1, then "Actually, revised:" every score 5); then ok
     reasoning_field        OpenAI: message.reasoning_content; Anthropic: a thinking block
     labels                 scripted distortion answers: call k of the marker answers the k-th
                            entry of `script` (cycling), entries separated by "|", "_" for a
@@ -498,6 +500,15 @@ class FakeLLMServer:
                 for k, v in as_json.items()
             }
             return _Reply(text=json.dumps(scored))
+        if name == "revised":
+            if call > _n(params, default=None):
+                return _Reply(text=answer)
+            first = {k: (1 if isinstance(v, int) else v) for k, v in as_json.items()}
+            second = {k: (5 if isinstance(v, int) else v) for k, v in as_json.items()}
+            return _Reply(
+                text="```json\n" + json.dumps(first, indent=2) + "\n```\n\nActually, revised:"
+                "\n\n```json\n" + json.dumps(second, indent=2) + "\n```"
+            )
         return _Reply(
             status=400,
             error_type="invalid_request_error",

@@ -296,3 +296,62 @@ def test_fake_llm_server_answers_parse() -> None:
             if first != second:
                 result = parse(f"{first}, {second}", "ranked")
                 assert result.ok and len(result.labels) == 2 and OTHERS not in result.labels
+
+
+# --- two answers are ambiguous, never merged or "the first one" -------------------------------
+
+
+def test_two_fenced_json_answers_that_disagree_are_ambiguous() -> None:
+    text = (
+        '```json\n{"labels": ["Labeling"]}\n```\n\nOn reflection:\n\n'
+        '```json\n{"labels": ["Mind Reading"]}\n```'
+    )
+    result = parse(text, "ranked")
+    assert not result.ok and result.labels == []
+    assert result.error == "ambiguous: two answers that disagree (Labeling | Mind Reading)"
+
+
+def test_answer_and_final_answer_lines_are_not_merged_into_a_ranked_pair() -> None:
+    result = parse("Answer: Labeling\nFinal answer: Mind Reading", "ranked")
+    assert not result.ok and result.labels == []
+    assert result.error.startswith("ambiguous: two answers")
+
+
+def test_two_fenced_text_answers_that_disagree_are_ambiguous() -> None:
+    result = parse("```\nLabeling\n```\nor rather\n```\nMind Reading\n```", "multi")
+    assert not result.ok and result.error.startswith("ambiguous: two answers")
+
+
+def test_a_ranked_answer_restated_in_another_order_is_ambiguous() -> None:
+    text = "Answer: Labeling, Mind Reading\nFinal answer: Mind Reading, Labeling"
+    assert not parse(text, "ranked").ok
+    # For the multi-label scheme order carries no meaning: the same set said twice is one answer.
+    assert parse(text, "multi").labels == ["Labeling", "Mind Reading"]
+
+
+def test_the_same_answer_said_twice_is_one_answer() -> None:
+    text = (
+        '{"labels": ["Labeling"]}\n\nFinal answer: Labeling\n\n'
+        '```json\n{"labels": ["Labeling"]}\n```'
+    )
+    assert parse(text, "ranked").labels == ["Labeling"]
+
+
+def test_a_labels_heading_then_a_list_is_one_answer() -> None:
+    text = "Final answer:\n1. Labeling\n2. Mind Reading\n\nExplanation: she calls herself a loser."
+    assert parse(text, "ranked").labels == ["Labeling", "Mind Reading"]
+
+
+def test_a_json_object_beside_the_answer_that_holds_no_labels_is_not_an_answer() -> None:
+    text = '{"labels": ["Labeling"]}\n{"confidence": 0.8}'
+    assert parse(text, "ranked").labels == ["Labeling"]
+
+
+def test_a_think_tag_quoted_inside_a_json_answer_does_not_cut_it() -> None:
+    text = '{"labels": ["Labeling"], "explanation": "no <think> block needed"}'
+    assert parse(text, "ranked").labels == ["Labeling"]
+
+
+def test_a_final_answer_line_that_disagrees_with_the_json_is_ambiguous() -> None:
+    result = parse('{"labels": ["Labeling"]}\n\nFinal answer: Mind Reading', "ranked")
+    assert not result.ok and result.error.startswith("ambiguous: two answers")

@@ -163,6 +163,26 @@ def test_judge_output_variants_are_parsed_or_recorded_as_failures(
     assert (progress.done, progress.failed) == (7, 3)
 
 
+def test_two_answers_that_disagree_are_re_asked_never_first_wins(endpoint_factory, fake_llm):
+    study, ids = study_with_texts(
+        {"once": marker("revised", n=1), "always": marker("revised", n="all")}
+    )
+    run = judge(study, endpoint_factory("openai"), max_output_attempts=2)
+    items = {i.response_id: i for i in RunItem.objects.filter(run=run)}
+    # The re-ask got one answer: that one is stored, not the draft's 1s of the first output.
+    once = Rating.objects.prefetch_related("scores").get(run=run, response_id=ids["once"])
+    assert once.status == Rating.Status.COMPLETE and once.scores.count() == len(ATTRIBUTES)
+    assert "Actually, revised" not in once.raw_output
+    assert items[ids["once"]].requests == 2
+    # Every output ambiguous: an invalid rating with the raw text and the reason, no score.
+    always = Rating.objects.get(run=run, response_id=ids["always"])
+    assert always.status == Rating.Status.INVALID and not always.scores.exists()
+    assert "Actually, revised" in always.raw_output
+    assert "ambiguous: two answers" in always.error
+    assert items[ids["always"]].status == RunItem.Status.FAILED
+    assert items[ids["always"]].requests == 2
+
+
 def test_429_with_retry_after_500_and_timeouts_are_retried_inside_one_item(
     endpoint_factory, fake_llm
 ):
