@@ -6,6 +6,8 @@ DRF's rate format and cache-backed history) and, once the rate is spent, refuses
 attempt from that address with 429 until the window has moved on.
 """
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from knox.auth import TokenAuthentication
 from rest_framework import exceptions
 from rest_framework.throttling import SimpleRateThrottle
@@ -59,3 +61,15 @@ class ApiTokenAuthentication(TokenAuthentication):
 
         auth = get_authorization_header(request).split()
         return bool(auth) and auth[0].lower() == self.authenticate_header(request).lower().encode()
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    """Describes the token header in the OpenAPI schema (registered by being defined)."""
+
+    target_class = "accounts.authentication.ApiTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return build_bearer_security_scheme_object(
+            header_name="Authorization", token_prefix="Token"
+        )

@@ -224,6 +224,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = envlist("LOGIN_LOCKOUT_PARAMETERS", ["username", "ip_address"])
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Failures and lock-outs are logged (WARNING, usernames and addresses masked); the per-sign-in
+# INFO lines and the start-up banner are not.
+AXES_VERBOSE = False
+LOGGING.setdefault("loggers", {})["axes"] = {"level": "WARNING"}
 AXES_IPWARE_PROXY_COUNT = NUM_PROXIES or None
 AXES_IPWARE_META_PRECEDENCE_ORDER = (
     ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if NUM_PROXIES else ["REMOTE_ADDR"]
