@@ -1,21 +1,6 @@
 import pytest
-from django.core.cache import cache
 
 from annotation.roles import CLINICIAN, RESEARCHER, role_add
-
-
-@pytest.fixture(autouse=True)
-def _fresh_token_throttle():
-    """Failed-token counts live in the (Redis) cache, which outlives a test's transaction."""
-    from accounts.authentication import TokenFailureThrottle
-
-    key = TokenFailureThrottle.cache_format % {
-        "scope": TokenFailureThrottle.scope,
-        "ident": "127.0.0.1",
-    }
-    cache.delete(key)
-    yield
-    cache.delete(key)
 
 
 @pytest.fixture
