@@ -119,3 +119,15 @@ def test_session_requests_are_not_throttled_by_token_failures(client, researcher
         _api("0" * 64)
     client.force_login(researcher)
     assert client.get("/api/studies/").status_code == 200
+
+
+def test_a_forged_forwarded_for_header_does_not_reset_the_token_throttle(researcher):
+    # No trusted proxy is configured (NUM_PROXIES=0): the address is REMOTE_ADDR, whatever
+    # X-Forwarded-For a client sends.
+    for i in range(10):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {'0' * 64}")
+        assert client.get("/api/studies/", HTTP_X_FORWARDED_FOR=f"203.0.113.{i}").status_code == 401
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {'0' * 64}")
+    assert client.get("/api/studies/", HTTP_X_FORWARDED_FOR="198.51.100.7").status_code == 429
