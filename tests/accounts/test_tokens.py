@@ -131,3 +131,15 @@ def test_a_forged_forwarded_for_header_does_not_reset_the_token_throttle(researc
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {'0' * 64}")
     assert client.get("/api/studies/", HTTP_X_FORWARDED_FOR="198.51.100.7").status_code == 429
+
+
+def test_upgrading_drops_the_old_table_of_raw_tokens(db):
+    from django.core.management import call_command
+
+    with connection.cursor() as cursor:
+        # What DRF's authtoken left in a database migrated by an earlier version.
+        cursor.execute("CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY, user_id int)")
+        cursor.execute("INSERT INTO authtoken_token VALUES ('0123456789abcdef', 1)")
+    call_command("migrate", "accounts", "zero", verbosity=0)
+    call_command("migrate", "accounts", verbosity=0)
+    assert "authtoken_token" not in connection.introspection.table_names()
