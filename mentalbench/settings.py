@@ -196,6 +196,8 @@ LOGGING = {
 # throttled per client address.
 from datetime import timedelta  # noqa: E402
 
+# DRF's authtoken kept raw tokens in the database; knox replaces it (accounts' migration drops
+# the old table).
 INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "rest_framework.authtoken"] + [
     "axes",
     "knox",
