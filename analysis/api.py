@@ -210,9 +210,13 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         ),
     )
     @action(detail=True, methods=["get"], url_path=r"reports/(?P<table>[a-z_]+)")
-    def reports(self, request: Request, pk=None, table: str = "reliability") -> ApiResponse:
+    def reports(
+        self, request: Request, pk=None, table: str = "reliability", format=None
+    ) -> ApiResponse:
         """A report table (reliability: one row per judge × attribute) for the study or a
         subset; recomputed only when the study's ratings changed."""
+        # `format` comes from the router's suffix route (reports/reliability.json), which
+        # answered 500 without the argument.
         if table not in TABLES:
             raise NotFound(f"unknown table {table!r}; choose one of {', '.join(TABLES)}")
         study = self.get_object()
@@ -236,7 +240,7 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         responses={(200, "text/csv"): OpenApiTypes.STR},
     )
     @action(detail=True, methods=["get"], url_path="export")
-    def export(self, request: Request, pk=None) -> StreamingHttpResponse:
+    def export(self, request: Request, pk=None, format=None) -> StreamingHttpResponse:
         """Every score of the study as CSV (streamed); recorded in the export audit log."""
         study = self.get_object()
         wide = request.query_params.get("layout") == "wide"

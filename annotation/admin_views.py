@@ -6,18 +6,15 @@ Admins only (staff or the admin group); every write goes through a service.
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.tokens import default_token_generator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse, reverse_lazy
-from django.utils.encoding import force_bytes
-from django.utils.http import urlsafe_base64_encode
 from django.views.decorators.http import require_POST
 
 from .csvsafe import safe_writer
 from .forms import AssignForm, InviteForm, RaterChoiceForm
 from .models import Assignment, Study
-from .roles import ADMIN, role_required
+from .roles import ADMIN, manageable_users, role_required
 from .selectors import assignments_for_admin, clinician_progress, label_changes, rating_changes
 from .services import (
     assignment_is_stale,
@@ -25,6 +22,7 @@ from .services import (
     assignment_reclaim,
     assignments_create,
     clinician_create,
+    user_password_token_issue,
 )
 
 ASSIGNMENTS_SHOWN = 500
@@ -53,6 +51,12 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
         "invite_form": extra.pop("invite_form", None) or InviteForm(),
         # Listed once for every row's reassign/reclaim menu (a form field would query per row).
         "clinicians": [p.rater for p in progress],
+        # Reset links only where the signed-in admin may issue one (one query for all rows).
+        "manageable": set(
+            manageable_users(actor=request.user)
+            .filter(pk__in=[p.rater.user_id for p in progress if p.rater.user_id])
+            .values_list("pk", flat=True)
+        ),
         **extra,
     }
     return render(request, "annotation/admin_overview.html", context, status=status)
@@ -113,13 +117,9 @@ def reclaim(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _password_link(request: HttpRequest, user) -> str:
-    path = reverse(
-        "annotation:password_set",
-        kwargs={
-            "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
-            "token": default_token_generator.make_token(user),
-        },
-    )
+    # Raises PermissionDenied (403) for an account the signed-in admin may not manage.
+    uidb64, token = user_password_token_issue(actor=request.user, user=user)
+    path = reverse("annotation:password_set", kwargs={"uidb64": uidb64, "token": token})
     return request.build_absolute_uri(path)
 
 

@@ -6,6 +6,7 @@ Roles are Django groups so an admin can grant them in the admin; superusers/staf
 from collections.abc import Callable
 from functools import wraps
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
@@ -34,6 +35,35 @@ def is_admin(user) -> bool:
 
 def can_read_analysis(user) -> bool:
     return bool(roles_of(user) & {RESEARCHER, ADMIN})
+
+
+def manageable_users(*, actor):
+    """The accounts `actor` may act on from the admin pages (issue set-password links, …).
+
+    The one rule for every admin action on another account, so that no admin page can be used to
+    take over an account with more power than the actor's own:
+    - a superuser may act on every other active account;
+    - staff may act on accounts that are neither staff nor superusers (admin-group members,
+      researchers, clinicians);
+    - a member of the *admin* group who is not staff may act only on clinicians and researchers:
+      never on staff, superusers or other admins.
+    Nobody acts on their own account here (they change their password themselves), and inactive
+    accounts are left alone.
+    """
+    User = get_user_model()
+    if not is_admin(actor):
+        return User.objects.none()
+    users = User.objects.filter(is_active=True).exclude(pk=actor.pk)
+    if actor.is_superuser:
+        return users
+    users = users.exclude(is_superuser=True).exclude(is_staff=True)
+    if not actor.is_staff:
+        users = users.exclude(groups__name=ADMIN)
+    return users
+
+
+def user_can_manage(*, actor, target) -> bool:
+    return manageable_users(actor=actor).filter(pk=target.pk).exists()
 
 
 def role_add(*, user, role: str) -> None:

@@ -872,6 +872,31 @@ def clinician_create(*, username: str, email: str = "") -> tuple:
     return user, rater
 
 
+def user_password_token_issue(
+    *, actor: AbstractBaseUser, user: AbstractBaseUser
+) -> tuple[str, str]:
+    """The (uidb64, token) pair of a one-time set-password link for `user`, issued by `actor`.
+
+    Whoever holds the link can take the account over, so it is issued only for accounts the
+    actor may manage (`roles.manageable_users`): an admin-group member never gets one for staff,
+    a superuser or another admin. Issuing changes nothing yet; the token stops working once the
+    password is set (Django's password-reset token generator).
+    """
+    from django.contrib.auth.tokens import default_token_generator
+    from django.core.exceptions import PermissionDenied
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    from .roles import user_can_manage
+
+    if not user_can_manage(actor=actor, target=user):
+        raise PermissionDenied(
+            f"you may not issue a password link for {user.get_username()!r}: admin pages act only "
+            "on accounts with fewer rights than your own"
+        )
+    return urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)
+
+
 # --- Clinician distortion labelling (issue 6) ----------------------------------------------------
 
 

@@ -12,6 +12,7 @@ SECTIONS = [
     ("Runs", "/judging/", set()),
     ("Imports", "/imports/", set()),
     ("Analysis", "/analysis/", {RESEARCHER}),
+    ("API tokens", "/accounts/tokens/", {RESEARCHER}),
     ("Django admin", "/admin/", set()),
 ]
 

@@ -269,3 +269,74 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# --- Access control: login lock-out, password rules, API tokens ---------------------------------
+# Kept in one block (it adjusts lists defined above) so the access rules read in one place; see
+# docs/api-tokens.md. Login: django-axes locks an account (and an address) after
+# LOGIN_FAILURE_LIMIT wrong passwords for LOGIN_LOCKOUT_MINUTES. API: knox tokens (only a SHA-512
+# digest at rest), each with an expiry, revocable by their owner; failed token attempts are
+# throttled per client address.
+from datetime import timedelta  # noqa: E402
+
+# DRF's authtoken kept raw tokens in the database; knox replaces it (accounts' migration drops
+# the old table).
+INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "rest_framework.authtoken"] + [
+    "axes",
+    "knox",
+    "accounts",
+]
+# Axes goes last: it turns a lock-out into its own response.
+MIDDLEWARE = [*MIDDLEWARE, "axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# How many reverse proxies in front of the app append to X-Forwarded-For. 0: the address is
+# REMOTE_ADDR and X-Forwarded-For is ignored (a client could otherwise forge it).
+NUM_PROXIES = envint("NUM_PROXIES", 0)
+AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15))
+# Either an account or an address that has failed too often is locked. Behind a hospital NAT,
+# where many clinicians share one address, "username" alone keeps one person's typos from locking
+# out the ward (axes then warns that an address is not limited).
+AXES_LOCKOUT_PARAMETERS = envlist("LOGIN_LOCKOUT_PARAMETERS", ["username", "ip_address"])
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Failures and lock-outs are logged (WARNING, usernames and addresses masked); the per-sign-in
+# INFO lines and the start-up banner are not.
+AXES_VERBOSE = False
+LOGGING.setdefault("loggers", {})["axes"] = {"level": "WARNING"}
+AXES_IPWARE_PROXY_COUNT = NUM_PROXIES or None
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if NUM_PROXIES else ["REMOTE_ADDR"]
+)
+API_TOKEN_DAYS = envint("API_TOKEN_DAYS", 90)
+API_TOKEN_MAX_DAYS = envint("API_TOKEN_MAX_DAYS", 365)
+API_TOKENS_PER_USER = envint("API_TOKENS_PER_USER", 10)
+if not 1 <= API_TOKEN_DAYS <= API_TOKEN_MAX_DAYS:
+    raise ImproperlyConfigured(
+        f"API_TOKEN_DAYS={API_TOKEN_DAYS} must be between 1 and API_TOKEN_MAX_DAYS="
+        f"{API_TOKEN_MAX_DAYS}"
+    )
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=API_TOKEN_DAYS),
+    "AUTO_REFRESH": False,
+    "AUTH_HEADER_PREFIX": "Token",  # the header scripts already send
+}
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "NUM_PROXIES": NUM_PROXIES,
+    "DEFAULT_THROTTLE_RATES": {
+        "api_token_failures": os.environ.get("API_TOKEN_FAILURE_RATE", "10/min"),
+    },
+}

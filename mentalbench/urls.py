@@ -9,6 +9,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/", include("accounts.urls")),
     path("admin/", admin.site.urls),
     path("", include("annotation.urls")),
     path("analysis/", include("analysis.urls")),

@@ -156,3 +156,24 @@ def page(chromium, live_server):
     yield browser_page
     context.close()
     assert not violations, f"the page broke its Content-Security-Policy: {violations}"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_access_counters(request):
+    """Every test starts with no failed-API-token count for the test client's address: it lives
+    in the Redis cache, which outlives a test's transaction. (Failed sign-ins are counted in the
+    database by django-axes, so the test's rollback already clears them.)"""
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    from django.core.cache import cache
+
+    from accounts.authentication import TokenFailureThrottle
+
+    key = TokenFailureThrottle.cache_format % {
+        "scope": TokenFailureThrottle.scope,
+        "ident": "127.0.0.1",
+    }
+    cache.delete(key)
+    yield
+    cache.delete(key)

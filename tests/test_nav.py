@@ -19,9 +19,15 @@ def _nav(client, user, path):
             False,
             "/rate/",
             ["/rate/"],
-            ["/manage/", "/judging/", "/analysis/", "/admin/"],
+            ["/manage/", "/judging/", "/analysis/", "/admin/", "/accounts/tokens/"],
         ),
-        (RESEARCHER, False, "/analysis/", ["/analysis/"], ["/rate/", "/manage/", "/judging/"]),
+        (
+            RESEARCHER,
+            False,
+            "/analysis/",
+            ["/analysis/", "/accounts/tokens/"],
+            ["/rate/", "/manage/", "/judging/"],
+        ),
         (
             ADMIN,
             False,

@@ -7,7 +7,7 @@ import io
 import pytest
 import yaml
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from analysis.models import ExportLog, RaterCode
@@ -18,7 +18,7 @@ from annotation.models import Study
 @pytest.fixture
 def api(researcher) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=researcher)[1]}")
     return client
 
 
@@ -29,7 +29,9 @@ def test_anonymous_gets_401(small_study):
 
 def test_clinician_token_gets_403(small_study, clinician_user):
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=clinician_user).key}")
+    client.credentials(
+        HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=clinician_user)[1]}"
+    )
     assert client.get("/api/studies/").status_code == 403
     assert client.get("/api/ratings/").status_code == 403
 

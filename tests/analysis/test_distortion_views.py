@@ -193,11 +193,11 @@ def test_kappa_f1_upload_explains_a_bad_file(client, researcher):
 
 
 def _token_client(user):
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
     from rest_framework.test import APIClient
 
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=user)[1]}")
     return client
 
 

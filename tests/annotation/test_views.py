@@ -187,7 +187,9 @@ def test_admin_assigns_with_overlap_and_sees_progress(client, admin_user, study,
     assert "Progress per clinician" in page and "a1" in page and "b1" in page
 
 
-def test_admin_invites_a_clinician_who_sets_a_password_with_the_link(client, admin_user):
+def test_admin_invites_a_clinician_who_sets_a_password_with_the_link(
+    client, admin_user, django_user_model
+):
     client.force_login(admin_user)
     page = client.post(reverse("annotation:manage_invite"), {"username": "dora"}).content.decode()
     link = re.search(r'id="password-link">http://testserver([^<]+)<', page).group(1)
@@ -199,7 +201,11 @@ def test_admin_invites_a_clinician_who_sets_a_password_with_the_link(client, adm
         {"new_password1": "a-Long-pass-9871", "new_password2": "a-Long-pass-9871"},
     )
     assert done.status_code == 302
-    assert client.login(username="dora", password="a-Long-pass-9871")
+    # Through the sign-in page, as dora would (the lock-out backend needs the request).
+    signed_in = client.post(reverse("login"), {"username": "dora", "password": "a-Long-pass-9871"})
+    assert signed_in.status_code == 302 and client.session["_auth_user_id"] == str(
+        django_user_model.objects.get(username="dora").pk
+    )
 
 
 def test_admin_sees_and_exports_the_audit_trail(client, admin_user, assignment, clinician):

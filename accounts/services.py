@@ -1,0 +1,42 @@
+"""Writes for researchers' own API tokens (knox: only a SHA-512 digest of a token is stored)."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from knox.models import AuthToken
+
+from annotation.roles import can_read_analysis
+
+from .selectors import api_tokens_live
+
+
+class TokenError(ValueError):
+    """A token request that cannot be honoured; the message says why."""
+
+
+@transaction.atomic
+def api_token_create(*, user, days: int) -> tuple[AuthToken, str]:
+    """A new token for `user`, valid `days` days. The raw token is returned here once and is
+    never stored: show it to the user now, it cannot be shown again."""
+    if not can_read_analysis(user):
+        raise PermissionDenied("API tokens are for researchers and admins")
+    if not 1 <= days <= settings.API_TOKEN_MAX_DAYS:
+        raise TokenError(f"a token lasts 1 to {settings.API_TOKEN_MAX_DAYS} days, not {days}")
+    # The user row is locked so two tabs cannot both pass the limit check.
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    live = api_tokens_live(user=user).count()
+    if live >= settings.API_TOKENS_PER_USER:
+        raise TokenError(
+            f"you have {live} live tokens, the most allowed: revoke one you no longer use first"
+        )
+    return AuthToken.objects.create(user=user, expiry=timedelta(days=days))
+
+
+def api_token_revoke(*, user, digest: str) -> bool:
+    """Delete one of the user's own tokens; False when there is no such token of theirs (another
+    user's token is never touched). Requests with it fail from now on."""
+    deleted, _ = AuthToken.objects.filter(user=user, digest=digest).delete()
+    return bool(deleted)

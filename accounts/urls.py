@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import views
+
+app_name = "accounts"
+
+urlpatterns = [
+    path("tokens/", views.tokens, name="tokens"),
+    path("tokens/<str:digest>/revoke", views.token_revoke, name="token_revoke"),
+]

@@ -1,0 +1,52 @@
+"""A researcher's own API tokens: create (the token is shown once) and revoke."""
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from annotation.roles import RESEARCHER, role_required
+
+from .forms import TokenCreateForm
+from .selectors import api_tokens_live
+from .services import TokenError, api_token_create, api_token_revoke
+
+
+@never_cache  # the creating response carries the raw token: no cache may keep it
+@role_required(RESEARCHER)
+def tokens(request: HttpRequest) -> HttpResponse:
+    form = TokenCreateForm(request.POST or None)
+    created = None
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                instance, raw = api_token_create(user=request.user, days=form.cleaned_data["days"])
+            except TokenError as exc:
+                form.add_error(None, str(exc))
+                status = 422
+            else:
+                created = {"token": raw, "expiry": instance.expiry}
+                form = TokenCreateForm()
+        else:
+            status = 422
+    context = {
+        "form": form,
+        "created": created,
+        "tokens": [
+            # Only the first characters, enough to tell tokens apart, never the whole token.
+            {"digest": t.digest, "hint": t.token_key[:6], "created": t.created, "expiry": t.expiry}
+            for t in api_tokens_live(user=request.user)
+        ],
+    }
+    return render(request, "accounts/tokens.html", context, status=status)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def token_revoke(request: HttpRequest, digest: str) -> HttpResponse:
+    if not api_token_revoke(user=request.user, digest=digest):
+        raise Http404("no such token of yours")
+    messages.success(request, "Token revoked: requests with it are refused from now on.")
+    return redirect("accounts:tokens")

@@ -1,0 +1,17 @@
+import pytest
+
+from annotation.roles import CLINICIAN, RESEARCHER, role_add
+
+
+@pytest.fixture
+def researcher(django_user_model):
+    user = django_user_model.objects.create_user("rhea", password="pw-rhea-long-enough")
+    role_add(user=user, role=RESEARCHER)
+    return user
+
+
+@pytest.fixture
+def clinician(django_user_model):
+    user = django_user_model.objects.create_user("cleo", password="pw-cleo-long-enough")
+    role_add(user=user, role=CLINICIAN)
+    return user

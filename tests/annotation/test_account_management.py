@@ -1,0 +1,103 @@
+"""Admin pages act only on accounts with fewer rights than the actor's (one rule:
+annotation.roles.manageable_users): an admin-group member never takes over staff or a superuser."""
+
+import re
+
+import pytest
+from django.contrib.auth.tokens import default_token_generator
+from django.core.exceptions import PermissionDenied
+from django.urls import reverse
+from django.utils.encoding import force_str
+from django.utils.http import urlsafe_base64_decode
+
+from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add, user_can_manage
+from annotation.services import user_password_token_issue
+
+from .conftest import make_clinician
+
+
+@pytest.fixture
+def accounts(django_user_model):
+    def user(name: str, role: str | None = None, **flags):
+        u = django_user_model.objects.create_user(username=name, password="pw-" + name, **flags)
+        if role:
+            role_add(user=u, role=role)
+        return u
+
+    return {
+        "superuser": user("root", is_staff=True, is_superuser=True),
+        "staff": user("staffer", is_staff=True),
+        "admin": user("groupadmin", ADMIN),
+        "admin2": user("groupadmin2", ADMIN),
+        "researcher": user("res", RESEARCHER),
+        "clinician": user("clin", CLINICIAN),
+        "inactive": user("gone", CLINICIAN, is_active=False),
+    }
+
+
+# actor → the accounts it may act on (every other pair is refused).
+ALLOWED = {
+    "superuser": {"staff", "admin", "admin2", "researcher", "clinician"},
+    "staff": {"admin", "admin2", "researcher", "clinician"},
+    "admin": {"researcher", "clinician"},
+    "researcher": set(),
+    "clinician": set(),
+}
+
+
+@pytest.mark.parametrize("actor", sorted(ALLOWED))
+def test_the_manage_rule_never_reaches_up_or_sideways(accounts, actor):
+    for name, target in accounts.items():
+        expected = name in ALLOWED[actor]
+        assert user_can_manage(actor=accounts[actor], target=target) is expected, (actor, name)
+
+
+def test_admin_group_member_gets_no_reset_link_for_a_superuser(client, accounts):
+    client.force_login(accounts["admin"])
+    for target in ("superuser", "staff", "admin2"):
+        url = reverse("annotation:manage_reset_link", args=[accounts[target].pk])
+        response = client.post(url)
+        assert response.status_code == 403, target
+        assert b"set-password" not in response.content
+
+
+def test_admin_group_member_gets_reset_links_for_clinicians_and_researchers(client, accounts):
+    client.force_login(accounts["admin"])
+    for target in ("clinician", "researcher"):
+        url = reverse("annotation:manage_reset_link", args=[accounts[target].pk])
+        page = client.post(url).content.decode()
+        uid, token = re.search(r"/accounts/set-password/([^/]+)/([^/]+)/", page).groups()
+        assert force_str(urlsafe_base64_decode(uid)) == str(accounts[target].pk)
+        assert default_token_generator.check_token(accounts[target], token)
+
+
+def test_staff_gets_no_reset_link_for_a_superuser_but_a_superuser_does_for_staff(client, accounts):
+    client.force_login(accounts["staff"])
+    url = reverse("annotation:manage_reset_link", args=[accounts["superuser"].pk])
+    assert client.post(url).status_code == 403
+    client.force_login(accounts["superuser"])
+    url = reverse("annotation:manage_reset_link", args=[accounts["staff"].pk])
+    assert client.post(url).status_code == 200
+
+
+def test_the_service_refuses_whatever_page_calls_it(accounts):
+    with pytest.raises(PermissionDenied, match="root"):
+        user_password_token_issue(actor=accounts["admin"], user=accounts["superuser"])
+    with pytest.raises(PermissionDenied):
+        user_password_token_issue(actor=accounts["admin"], user=accounts["inactive"])
+
+
+def test_overview_offers_reset_links_only_for_manageable_clinicians(
+    client, accounts, study, django_user_model
+):
+    ordinary = make_clinician(django_user_model, "ordinary")
+    boss = make_clinician(django_user_model, "boss")  # a staff member who also rates
+    boss.user.is_staff = True
+    boss.user.save(update_fields=["is_staff"])
+    from annotation.services import assignments_create
+
+    assignments_create(study=study, clinicians=[ordinary, boss])
+    client.force_login(accounts["admin"])
+    page = client.get(reverse("annotation:manage")).content.decode()
+    assert reverse("annotation:manage_reset_link", args=[ordinary.user_id]) in page
+    assert reverse("annotation:manage_reset_link", args=[boss.user_id]) not in page

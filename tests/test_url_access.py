@@ -1,0 +1,477 @@
+"""Every URL pattern of the project, for every kind of user: who may open what.
+
+The patterns are read from the URL resolver, so a new URL cannot slip through: a pattern with
+no entry in EXPECTED fails `test_every_url_pattern_has_an_expectation` until someone decides
+who may open it. Each pattern is then requested (GET, and POST where it changes state) as
+anonymous, a clinician who holds the fixture's assignments, another clinician who does not, a
+researcher, a member of the *admin* group who is not staff, a staff account (not superuser) and
+a superuser, with URL parameters filled from a small real study (assignment tokens, ids).
+
+Django's own admin has over a hundred patterns (one set per registered model, all guarded by
+the same AdminSite.admin_view): it is covered by the representative sample in ADMIN_SAMPLE,
+and every other admin pattern is left to Django.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from django.contrib.auth.tokens import default_token_generator
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, resolve
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
+
+ROLES = ("anonymous", "clinician", "other", "researcher", "admin", "staff", "superuser")
+LOGIN = "login"  # 302 to the sign-in page
+ADMIN_LOGIN = "admin-login"  # 302 to Django admin's sign-in page
+REDIRECT = "redirect"  # 302 anywhere but a sign-in page
+
+
+def _by_role(*statuses) -> dict[str, int | str]:
+    assert len(statuses) == len(ROLES)
+    return dict(zip(ROLES, statuses, strict=True))
+
+
+EVERYONE_200 = _by_role(*[200] * 7)
+# role_required(CLINICIAN): admins pass every role check, but a token is answered only for
+# the clinician who holds the assignment (404 for everyone else, admins included).
+OWN_ASSIGNMENT = (LOGIN, 200, 404, 403, 404, 404, 404)
+ADMINS = (LOGIN, 403, 403, 403, 200, 200, 200)
+ADMINS_REDIRECT = (LOGIN, 403, 403, 403, 302, 302, 302)
+RESEARCHERS = (LOGIN, 403, 403, 200, 200, 200, 200)
+API = (401, 403, 403, 200, 200, 200, 200)
+NOT_GET = _by_role(*[405] * 7)
+REFUSED = ADMINS[:4]  # anonymous, clinicians and researchers never act on accounts
+
+
+@dataclass
+class Case:
+    """One request: `url` is formatted with the fixture's values; `data` may depend on the role."""
+
+    url: str
+    get: dict | None = None
+    post: dict | None = None
+    data: Callable[[dict, str], dict] = field(default=lambda world, role: {})
+
+
+def C(url, get=None, post=None, data=None) -> Case:  # noqa: N802 - reads as a table row
+    return Case(
+        url=url,
+        get=_by_role(*get) if isinstance(get, tuple) else get,
+        post=_by_role(*post) if isinstance(post, tuple) else post,
+        data=data or (lambda world, role: {}),
+    )
+
+
+EXPECTED: dict[str, list[Case]] = {
+    "": [C("/", get=(LOGIN, REDIRECT, REDIRECT, REDIRECT, REDIRECT, REDIRECT, REDIRECT))],
+    "healthz": [C("/healthz", get=EVERYONE_200)],
+    # An empty sign-in form: answered with the form again (no authentication is attempted).
+    "accounts/login/": [C("/accounts/login/", get=EVERYONE_200, post=EVERYONE_200)],
+    "accounts/logout/": [C("/accounts/logout/", get=NOT_GET, post=_by_role(*[302] * 7))],
+    "accounts/tokens/": [
+        C(
+            "/accounts/tokens/",
+            get=RESEARCHERS,
+            post=RESEARCHERS,
+            data=lambda world, role: {"days": 30},
+        )
+    ],
+    # The researcher's own token: only its owner revokes it (requests go in ROLES order).
+    "accounts/tokens/<str:digest>/revoke": [
+        C(
+            "/accounts/tokens/{token_digest}/revoke",
+            get=NOT_GET,
+            post=(LOGIN, 403, 403, 302, 404, 404, 404),
+        )
+    ],
+    "imports/": [C("/imports/", get=ADMINS, post=ADMINS)],
+    "rate/": [C("/rate/", get=(LOGIN, 200, 200, 403, 200, 200, 200))],
+    "rate/<str:token>/": [
+        C("/rate/{token}/", get=OWN_ASSIGNMENT),
+        C("/rate/{label_token}/", get=OWN_ASSIGNMENT),
+    ],
+    "rate/<str:token>/save": [
+        C(
+            "/rate/{token}/save",
+            get=NOT_GET,
+            post=OWN_ASSIGNMENT,
+            data=lambda world, role: {
+                "item": world["item_token"],
+                "attribute": world["attribute_id"],
+                "score": 4,
+            },
+        )
+    ],
+    "rate/<str:token>/labels": [
+        C(
+            "/rate/{label_token}/labels",
+            get=NOT_GET,
+            post=OWN_ASSIGNMENT,
+            data=lambda world, role: {"dominant": world["label"]},
+        )
+    ],
+    # Incomplete work: the page again with what is missing (422) for its clinician only.
+    "rate/<str:token>/submit": [
+        C("/rate/{token}/submit", get=NOT_GET, post=(LOGIN, 422, 404, 403, 404, 404, 404))
+    ],
+    "rate/<str:token>/flag": [
+        C(
+            "/rate/{token}/flag",
+            get=NOT_GET,
+            post=(LOGIN, 302, 404, 403, 404, 404, 404),
+            data=lambda world, role: {"reason": "broken response"},
+        )
+    ],
+    "rate/<str:token>/heartbeat": [
+        C("/rate/{token}/heartbeat", get=NOT_GET, post=(LOGIN, 204, 404, 403, 404, 404, 404))
+    ],
+    "manage/": [C("/manage/", get=ADMINS)],
+    "manage/assign": [
+        C(
+            "/manage/assign",
+            get=NOT_GET,
+            post=ADMINS_REDIRECT,
+            data=lambda world, role: {
+                "study": world["study_id"],
+                "clinicians": [world["clinician_rater_id"], world["other_rater_id"]],
+                "overlap": 2,
+                "overlap_percent": 100,
+            },
+        )
+    ],
+    "manage/assignments/<int:pk>/reassign": [
+        C(
+            "/manage/assignments/{assignment_id}/reassign",
+            get=NOT_GET,
+            post=ADMINS_REDIRECT,
+            data=lambda world, role: {"rater": world["other_rater_id"]},
+        )
+    ],
+    "manage/assignments/<int:pk>/reclaim": [
+        C(
+            "/manage/assignments/{assignment_id}/reclaim",
+            get=NOT_GET,
+            post=ADMINS_REDIRECT,
+            data=lambda world, role: {"rater": world["other_rater_id"]},
+        )
+    ],
+    "manage/invite": [
+        C(
+            "/manage/invite",
+            get=NOT_GET,
+            post=ADMINS,
+            data=lambda world, role: {"username": f"invitee-{role}"},
+        )
+    ],
+    # Set-password links: an admin-group member gets one for a clinician, never for a
+    # superuser, staff or themselves; staff not for a superuser; nobody for their own account.
+    "manage/users/<int:pk>/reset-link": [
+        C(
+            "/manage/users/{superuser_id}/reset-link",
+            get=NOT_GET,
+            post=REFUSED + (403, 403, 403),
+        ),
+        C("/manage/users/{staff_id}/reset-link", get=NOT_GET, post=REFUSED + (403, 403, 200)),
+        C("/manage/users/{admin_id}/reset-link", get=NOT_GET, post=REFUSED + (403, 200, 200)),
+        C("/manage/users/{clinician_user_id}/reset-link", get=NOT_GET, post=ADMINS),
+        C("/manage/users/{researcher_id}/reset-link", get=NOT_GET, post=ADMINS),
+    ],
+    "manage/audit/": [C("/manage/audit/", get=ADMINS), C("/manage/audit/?format=csv", get=ADMINS)],
+    # The link itself is the credential: anyone holding it may open it (it redirects to a
+    # session-bound URL that hides the token).
+    "accounts/set-password/<uidb64>/<token>/": [
+        C("/accounts/set-password/{uidb64}/{reset_token}/", get=_by_role(*[302] * 7))
+    ],
+    "accounts/set-password/done/": [C("/accounts/set-password/done/", get=EVERYONE_200)],
+    "analysis/": [C("/analysis/", get=RESEARCHERS)],
+    "analysis/studies/<int:study_id>/": [C("/analysis/studies/{study_id}/", get=RESEARCHERS)],
+    "analysis/studies/<int:study_id>/tables/<slug:name>.csv": [
+        C("/analysis/studies/{study_id}/tables/reliability.csv", get=RESEARCHERS)
+    ],
+    "analysis/studies/<int:study_id>/ratings.csv": [
+        C("/analysis/studies/{study_id}/ratings.csv", get=RESEARCHERS)
+    ],
+    "analysis/distortions/kappa-f1/": [
+        C("/analysis/distortions/kappa-f1/", get=RESEARCHERS, post=RESEARCHERS)
+    ],
+    "analysis/distortions/<int:study_id>/": [
+        C("/analysis/distortions/{label_study_id}/", get=RESEARCHERS)
+    ],
+    "analysis/distortions/<int:study_id>/tables/<slug:name>.csv": [
+        C("/analysis/distortions/{label_study_id}/tables/fleiss.csv", get=RESEARCHERS)
+    ],
+    "analysis/distortions/<int:study_id>/runs/<int:run_id>/labels.csv": [
+        C("/analysis/distortions/{label_study_id}/runs/{run_id}/labels.csv", get=RESEARCHERS)
+    ],
+    "judging/": [C("/judging/", get=ADMINS)],
+    # Empty launch forms: the form again with its errors, and nothing launched.
+    "judging/runs/new/judge/": [C("/judging/runs/new/judge/", get=ADMINS, post=ADMINS)],
+    "judging/runs/new/generation/": [C("/judging/runs/new/generation/", get=ADMINS, post=ADMINS)],
+    "judging/runs/new/labelling/": [C("/judging/runs/new/labelling/", get=ADMINS, post=ADMINS)],
+    "judging/runs/preview/<str:kind>/": [
+        C("/judging/runs/preview/judge/?study={study_id}", get=ADMINS)
+    ],
+    "judging/runs/<int:pk>/": [C("/judging/runs/{run_id}/", get=ADMINS)],
+    "judging/runs/<int:pk>/cancel": [
+        C("/judging/runs/{run_id}/cancel", get=NOT_GET, post=ADMINS_REDIRECT)
+    ],
+    "judging/runs/<int:pk>/resume": [
+        C("/judging/runs/{run_id}/resume", get=NOT_GET, post=ADMINS_REDIRECT)
+    ],
+    "judging/runs/<int:pk>/retry": [
+        C("/judging/runs/{run_id}/retry", get=NOT_GET, post=ADMINS_REDIRECT)
+    ],
+    # The schema describes the API's shape, no data.
+    "api/schema/": [C("/api/schema/", get=EVERYONE_200)],
+    # The API root lists the endpoints' addresses (no data) to anyone signed in.
+    "api/": [C("/api/", get=(401, 200, 200, 200, 200, 200, 200))],
+    "api/<drf_format_suffix:format>": [C("/api/.json", get=(401, 200, 200, 200, 200, 200, 200))],
+    "api/studies/$": [C("/api/studies/", get=API)],
+    "api/studies\\.(?P<format>[a-z0-9]+)/?$": [C("/api/studies.json", get=API)],
+    "api/studies/(?P<pk>[^/.]+)/$": [C("/api/studies/{study_id}/", get=API)],
+    "api/studies/(?P<pk>[^/.]+)\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/studies/{study_id}.json", get=API)
+    ],
+    "api/studies/(?P<pk>[^/.]+)/export/$": [C("/api/studies/{study_id}/export/", get=API)],
+    "api/studies/(?P<pk>[^/.]+)/export\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/studies/{study_id}/export.json", get=API)
+    ],
+    "api/studies/(?P<pk>[^/.]+)/reports/(?P<table>[a-z_]+)/$": [
+        C("/api/studies/{study_id}/reports/reliability/", get=API)
+    ],
+    "api/studies/(?P<pk>[^/.]+)/reports/(?P<table>[a-z_]+)\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/studies/{study_id}/reports/reliability.json", get=API)
+    ],
+    "api/ratings/$": [C("/api/ratings/", get=API)],
+    "api/ratings\\.(?P<format>[a-z0-9]+)/?$": [C("/api/ratings.json", get=API)],
+    "api/ratings/(?P<pk>[^/.]+)/$": [C("/api/ratings/{rating_id}/", get=API)],
+    "api/ratings/(?P<pk>[^/.]+)\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/ratings/{rating_id}.json", get=API)
+    ],
+    "api/label-annotations/$": [C("/api/label-annotations/", get=API)],
+    "api/label-annotations\\.(?P<format>[a-z0-9]+)/?$": [C("/api/label-annotations.json", get=API)],
+    "api/label-annotations/(?P<pk>[^/.]+)/$": [
+        C("/api/label-annotations/{label_annotation_id}/", get=API)
+    ],
+    "api/label-annotations/(?P<pk>[^/.]+)\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/label-annotations/{label_annotation_id}.json", get=API)
+    ],
+}
+
+# Django admin: a sample (see the module docstring). Only staff get in at all; staff without
+# model permissions see the index but no model (403); a superuser sees everything.
+DJANGO_ADMIN = (ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200, 200)
+DJANGO_ADMIN_MODEL = (ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 403, 200)
+ADMIN_SAMPLE: dict[str, list[Case]] = {
+    "admin/": [C("/admin/", get=DJANGO_ADMIN)],
+    "admin/login/": [C("/admin/login/", get=(200, 200, 200, 200, 200, 302, 302))],
+    "admin/auth/user/": [C("/admin/auth/user/", get=DJANGO_ADMIN_MODEL)],
+    "admin/auth/user/<id>/password/": [
+        C("/admin/auth/user/{superuser_id}/password/", get=DJANGO_ADMIN_MODEL)
+    ],
+    "admin/auth/user/<path:object_id>/change/": [
+        C("/admin/auth/user/{superuser_id}/change/", get=DJANGO_ADMIN_MODEL)
+    ],
+    "admin/judging/modelendpoint/": [C("/admin/judging/modelendpoint/", get=DJANGO_ADMIN_MODEL)],
+    "admin/judging/modelendpoint/<path:object_id>/change/": [
+        C("/admin/judging/modelendpoint/{endpoint_id}/change/", get=DJANGO_ADMIN_MODEL)
+    ],
+    "admin/knox/authtoken/": [C("/admin/knox/authtoken/", get=DJANGO_ADMIN_MODEL)],
+    "admin/annotation/study/": [C("/admin/annotation/study/", get=DJANGO_ADMIN_MODEL)],
+}
+
+
+def _routes(patterns=None, prefix: str = "", admin: bool = False):
+    """(route, is Django admin) for every pattern, as `resolve(path).route` spells it."""
+    for p in get_resolver().url_patterns if patterns is None else patterns:
+        if isinstance(p, URLResolver):
+            inside_admin = admin or p.namespace == "admin"
+            yield from _routes(p.url_patterns, _join(prefix, str(p.pattern)), inside_admin)
+        elif isinstance(p, URLPattern):
+            yield _join(prefix, str(p.pattern)), admin
+
+
+def _join(prefix: str, pattern: str) -> str:
+    # As Django's resolver joins routes (a regex's leading ^ goes).
+    return prefix + pattern.removeprefix("^")
+
+
+ALL_ROUTES = list(_routes())
+
+
+def test_every_url_pattern_has_an_expectation():
+    missing = [route for route, admin in ALL_ROUTES if not admin and route not in EXPECTED]
+    assert not missing, (
+        "URL patterns with no access expectation — add each to EXPECTED in "
+        f"tests/test_url_access.py, saying who may open it: {missing}"
+    )
+    stale = set(EXPECTED) - {route for route, admin in ALL_ROUTES if not admin}
+    assert not stale, f"EXPECTED names patterns that no longer exist: {sorted(stale)}"
+    assert any(admin for _, admin in ALL_ROUTES) and ADMIN_SAMPLE
+
+
+@pytest.fixture
+def world(db, django_user_model) -> dict:
+    """A small real study, each kind of user, and the ids and tokens that fill URL parameters."""
+    from knox.models import AuthToken
+
+    from annotation.models import Assignment, Rater, Study
+    from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
+    from annotation.services import (
+        assignments_create,
+        label_annotation_save,
+        rating_save,
+        study_get_or_create,
+    )
+    from judging.models import ModelEndpoint, Run
+    from tests.annotation.conftest import make_study
+
+    def user(name: str, role: str | None = None, **flags):
+        # No password: every test signs in with force_login (password hashing is slow).
+        u = django_user_model.objects.create_user(username=name, password=None, **flags)
+        if role:
+            role_add(user=u, role=role)
+        return u
+
+    users = {
+        "clinician": user("walk-clinician", CLINICIAN),
+        "other": user("walk-other", CLINICIAN),
+        "researcher": user("walk-researcher", RESEARCHER),
+        "admin": user("walk-admin", ADMIN),
+        "staff": user("walk-staff", is_staff=True),
+        "superuser": user("walk-root", is_staff=True, is_superuser=True),
+    }
+    invitee = user("walk-invitee", CLINICIAN)
+    clinician = Rater.objects.create(
+        kind=Rater.Kind.CLINICIAN, name="walk-clinician", user=users["clinician"]
+    )
+    other = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="walk-other", user=users["other"])
+    study = make_study(name="Walk study", conversations=1)
+    (assignment,) = assignments_create(
+        study=study, clinicians=[clinician], seed_rng=random.Random(1)
+    )
+    item = assignment.items.order_by("position").first()
+    attribute = study.rubric.attributes.order_by("position").first()
+    rating_save(
+        assignment=assignment,
+        item_token=item.token,
+        user=users["clinician"],
+        attribute_id=attribute.pk,
+        score=3,
+    )
+    label_study, _ = study_get_or_create(
+        name="Walk distortions", kind=Study.Kind.DISTORTION_LABELLING
+    )
+    from annotation.models import Conversation
+
+    Conversation.objects.create(study=label_study, external_id="m0", context="I always fail.")
+    (label_assignment,) = assignments_create(study=label_study, clinicians=[clinician])
+    label = label_study.distortion_labels.order_by("position").first().name
+    label_annotation_save(
+        assignment=label_assignment, user=users["clinician"], labels=[label], edited_ms=None
+    )
+    endpoint = ModelEndpoint.objects.create(
+        name="walk-endpoint", provider="openai", model="fake", family="fake"
+    )
+    judge = Rater.objects.create(kind=Rater.Kind.JUDGE, name="walk-judge")
+    run = Run.objects.create(
+        study=label_study,
+        endpoint=endpoint,
+        rater=judge,
+        kind="labelling",
+        repeats=5,
+        temperature=0.5,
+        status=Run.Status.CANCELLED,
+    )
+    # The API lists finished work; drafts only on request (and that rule is not this test's).
+    assignment.ratings.update(status="complete")
+    label_assignment.label_annotations.update(status="complete")
+    token, _ = AuthToken.objects.create(user=users["researcher"])
+    # Reclaim needs stale work: make the assignment look long untouched.
+    Assignment.objects.filter(pk=assignment.pk).update(
+        last_activity_at=None, created_at=assignment.created_at.replace(year=2000)
+    )
+    return {
+        "users": users,
+        "token": assignment.token,
+        "label_token": label_assignment.token,
+        "item_token": item.token,
+        "attribute_id": attribute.pk,
+        "label": label,
+        "study_id": study.pk,
+        "label_study_id": label_study.pk,
+        "assignment_id": assignment.pk,
+        "clinician_rater_id": clinician.pk,
+        "other_rater_id": other.pk,
+        "clinician_user_id": users["clinician"].pk,
+        "researcher_id": users["researcher"].pk,
+        "admin_id": users["admin"].pk,
+        "staff_id": users["staff"].pk,
+        "superuser_id": users["superuser"].pk,
+        # For an account nobody signs in to here (signing in would void the link).
+        "uidb64": urlsafe_base64_encode(force_bytes(invitee.pk)),
+        "reset_token": default_token_generator.make_token(invitee),
+        "run_id": run.pk,
+        "endpoint_id": endpoint.pk,
+        "token_digest": token.digest,
+        "rating_id": assignment.ratings.get().pk,
+        "label_annotation_id": label_assignment.label_annotations.get().pk,
+    }
+
+
+def _check(response, expected, *, role: str, method: str, url: str) -> None:
+    where = f"{method} {url} as {role}"
+    if expected in (LOGIN, ADMIN_LOGIN, REDIRECT):
+        assert response.status_code == 302, f"{where}: {response.status_code}, expected 302"
+        location = response["Location"]
+        if expected == LOGIN:
+            assert location.startswith("/accounts/login/"), f"{where}: to {location}"
+        elif expected == ADMIN_LOGIN:
+            assert location.startswith("/admin/login/"), f"{where}: to {location}"
+        else:
+            assert "login/" not in location, f"{where}: to {location}"
+    else:
+        assert response.status_code == expected, (
+            f"{where}: {response.status_code}, expected {expected}"
+        )
+
+
+def _walk(world: dict, route: str, cases: list[Case]) -> None:
+    for case in cases:
+        url = case.url.format(**world)
+        resolved = resolve(url.split("?")[0]).route
+        assert resolved == route, f"{url} resolves to {resolved!r}, not the pattern {route!r}"
+        for method, expected in (("GET", case.get), ("POST", case.post)):
+            if expected is None:
+                continue
+            for role in ROLES:  # least to most privileged: a refused write leaves the data as is
+                client = Client()
+                if role != "anonymous":
+                    client.force_login(world["users"][role])
+                if method == "GET":
+                    response = client.get(url)
+                else:
+                    response = client.post(url, case.data(world, role))
+                _check(response, expected[role], role=role, method=method, url=url)
+
+
+@pytest.mark.parametrize("route", sorted(EXPECTED))
+def test_url_access(world, route):
+    _walk(world, route, EXPECTED[route])
+
+
+@pytest.mark.parametrize("route", sorted(ADMIN_SAMPLE))
+def test_django_admin_access_sample(world, route):
+    for case in ADMIN_SAMPLE[route]:
+        url = case.url.format(**world)
+        resolve(url)  # a real admin URL
+        for role in ROLES:
+            client = Client()
+            if role != "anonymous":
+                client.force_login(world["users"][role])
+            _check(client.get(url), case.get[role], role=role, method="GET", url=url)
