@@ -267,3 +267,26 @@ def test_workbook_rows_beyond_a_too_small_declared_dimension_are_still_read(tmp_
     path.write_bytes(content)
     call_command("import_mentalalign", "--study", STUDY, "--human", str(path), stdout=io.StringIO())
     assert Conversation.objects.filter(study__name=STUDY).count() == 5
+
+
+ENTITY_BOMB = (
+    b'<?xml version="1.0"?><!DOCTYPE s [<!ENTITY a "aaaaaaaaaa">'
+    b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]>'
+)
+
+
+@pytest.mark.django_db
+def test_xml_entity_expansion_in_a_workbook_is_refused(tmp_path):
+    # A guard, not a fix: it holds as long as openpyxl parses through defusedxml (a declared
+    # dependency for that reason).
+    path = tmp_path / "entities.xlsx"
+    path.write_bytes(
+        xlsx_bytes(
+            HEADER,
+            [[1, "CTX", GOOD]],
+            patch=lambda x: ENTITY_BOMB + x.replace(b"CTX", b"&c;"),
+        )
+    )
+    before = snapshot()
+    assert_refused(command_error(path, "human"), "entities.xlsx: not a readable .xlsx workbook")
+    assert snapshot() == before
