@@ -328,3 +328,49 @@ def test_a_limit_that_is_not_a_positive_integer_stops_start_up(value):
     )
     assert result.returncode != 0
     assert "IMPORT_MAX_CELLS" in result.stderr.strip().splitlines()[-1]
+
+
+def _lie_about_size(archive: bytes, member: str, declared: int) -> bytes:
+    """Rewrite the uncompressed size the zip declares for `member` (local header and central
+    directory), as a hand-made bomb would, to get past a check of the declared sizes."""
+    data = bytearray(archive)
+    name = member.encode()
+    local = data.index(b"PK\x03\x04")
+    while data[local + 30 : local + 30 + len(name)] != name:
+        local = data.index(b"PK\x03\x04", local + 4)
+    data[local + 22 : local + 26] = declared.to_bytes(4, "little")
+    central = data.index(b"PK\x01\x02")
+    while data[central + 46 : central + 46 + len(name)] != name:
+        central = data.index(b"PK\x01\x02", central + 4)
+    data[central + 24 : central + 28] = declared.to_bytes(4, "little")
+    return bytes(data)
+
+
+@pytest.mark.django_db
+def test_a_zip_that_understates_its_sizes_is_read_only_as_far_as_it_declares(tmp_path):
+    # A guard for what the declared-size check relies on (zipfile's own behaviour), not a fix.
+    template = xlsx_bytes(["ConvID", "context", "human_response_gpt4o"], [[1, "ctx", "BOMB"]])
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(template)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename == SHEET:
+                data = data.replace(b"BOMB", b"A" * (100 * MiB))
+            target.writestr(info.filename, data, zipfile.ZIP_DEFLATED)
+    path = tmp_path / "liar.xlsx"
+    path.write_bytes(_lie_about_size(out.getvalue(), SHEET, 2000))
+    with zipfile.ZipFile(path) as archive:
+        assert archive.getinfo(SHEET).file_size == 2000  # passes the declared-size check
+
+    messages = []
+
+    def read() -> None:
+        with pytest.raises(ImportProblem) as excinfo:
+            read_workbook(path, kind="human")
+        messages.append(str(excinfo.value))
+
+    # zipfile stops at the declared size and fails the CRC: the 100 MiB are never unpacked.
+    assert _peak_bytes(read) < 20 * MiB
+    expected = "liar.xlsx: not a readable .xlsx workbook (BadZipFile)"
+    assert_refused(messages[0], expected)
+    assert_refused(command_error(path, "human"), expected)
