@@ -104,13 +104,12 @@ def check_columns(count: int, *, file: str, row: int, limits: ImportLimits) -> N
         )
 
 
-def check_same_columns(names: list[str], *, file: str, normalise=None) -> None:
+def check_same_columns(names: list[str], *, file: str) -> None:
     """Refuse two header names that mean the same column (case and surrounding spaces ignored):
     reading a file by name would otherwise keep one of them silently."""
-    normalise = normalise or (lambda name: name.strip().lower())
     first: dict[str, str] = {}
     for name in names:
-        key = normalise(name)
+        key = name.strip().lower()
         if key in first:
             raise ImportProblem(
                 f"columns {first[key]!r} and {name!r} name the same column (names are compared "

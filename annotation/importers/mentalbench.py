@@ -273,6 +273,8 @@ def _jsonl_rows(
             ) from None
         except json.JSONDecodeError as exc:
             raise ImportProblem(f"invalid JSON ({exc.msg})", file=file, row=number) from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python will convert
+            raise ImportProblem(f"invalid JSON ({exc})", file=file, row=number) from None
         if not isinstance(raw, dict):
             raise ImportProblem("expected a JSON object per line", file=file, row=number)
         for key in raw:

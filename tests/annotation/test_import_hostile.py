@@ -108,6 +108,12 @@ CASES = {
         "conversations",
         "deep.jsonl, row 2: JSON nested more than 20 levels deep (IMPORT_MAX_JSON_DEPTH)",
     ),
+    "integer too long to convert in JSONL": (
+        "bigint.jsonl",
+        lambda: jsonl_bytes('{"context": "c", "id": 1' + "0" * 5000 + "}"),
+        "conversations",
+        "bigint.jsonl, row 1: invalid JSON (Exceeds the limit (4300 digits) for integer string",
+    ),
     "truncated sheet XML": (
         "truncated.xlsx",
         lambda: xlsx_bytes(HEADER, [[1, "ctx", GOOD], [2, "ctx", GOOD]], patch=_truncate),
