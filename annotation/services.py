@@ -14,6 +14,7 @@ from judging.parsing import parse_judge_output
 from judging.prompts import DEFAULT_DISTORTIONS, NO_DISTORTION
 
 from .importers.base import ImportProblem
+from .importers.limits import ImportLimits
 from .importers.mentalalign import Workbook
 from .importers.mentalbench import ConversationRecord
 from .models import (
@@ -73,6 +74,7 @@ def study_get_or_create(
     name = name.strip()
     if not name:
         raise ValueError("a study needs a name")
+    _check_name_length(name, what="study", field=Study._meta.get_field("name"))
     study = Study.objects.filter(name=name).first()
     if study:
         return study, False
@@ -135,8 +137,39 @@ def responders_ensure(*, keys: set[str]) -> dict[str, Responder]:
     return existing
 
 
+def _check_name_length(name: str, *, what: str, field) -> None:
+    # A name longer than its column would fail inside the database write with no hint of which.
+    if len(name) > field.max_length:
+        raise ValueError(
+            f"the {what} name is {len(name):,} characters, more than the {field.max_length} allowed"
+        )
+
+
+def responders_check_study_limit(*, study: Study, keys: set[str], file: str) -> None:
+    """Refuse an import that would give a study more responders than IMPORT_MAX_RESPONDERS_PER_STUDY
+    (every responder is a column in the admin, the exports and the dashboards)."""
+    limit = ImportLimits.from_settings().max_responders_per_study
+    if len(keys) <= limit:
+        present = set(
+            Response.objects.filter(conversation__study=study)
+            .values_list("responder__key", flat=True)
+            .distinct()
+        )
+        total = len(present | keys)
+    else:
+        total = len(keys)  # already too many: no need to ask the database
+    if total > limit:
+        raise ImportProblem(
+            f"this import would give study {study.name!r} {total:,} responders, more than the "
+            f"limit of {limit:,} (IMPORT_MAX_RESPONDERS_PER_STUDY)",
+            file=file,
+            row=1,
+        )
+
+
 def judge_rater_get_or_create(*, name: str, excluded: list[str] | None = None) -> Rater:
     """A judge rater; without `excluded`, the paper's self-exclusion for a known judge name."""
+    _check_name_length(name, what="judge", field=Rater._meta.get_field("name"))
     defaults = paper_judge_defaults(name)
     rater, created = Rater.objects.get_or_create(
         name=name,
@@ -156,6 +189,7 @@ def judge_rater_get_or_create(*, name: str, excluded: list[str] | None = None) -
 
 
 def clinician_rater_get_or_create(*, name: str) -> Rater:
+    _check_name_length(name, what="rater", field=Rater._meta.get_field("name"))
     rater, _ = Rater.objects.get_or_create(name=name, defaults={"kind": Rater.Kind.CLINICIAN})
     if rater.kind != Rater.Kind.CLINICIAN:
         raise ValueError(f"rater {name!r} exists and is a {rater.kind}, not a clinician")
@@ -177,7 +211,9 @@ def conversations_import(
     response, since clinicians may already have rated it. A blank stored response text (from a
     ratings-only release) is filled in.
     """
-    responders = responders_ensure(keys={k for r in records for k in r.responses})
+    keys = {k for r in records for k in r.responses}
+    responders_check_study_limit(study=study, keys=keys, file=file_name)
+    responders = responders_ensure(keys=keys)
     stored = {
         ext: (pk, context)
         for ext, pk, context in Conversation.objects.filter(study=study).values_list(
@@ -306,7 +342,10 @@ def _conversations_for_workbook(
     return {ext: pk for ext, (pk, _) in stored.items()}, problems
 
 
-def _responses_for_workbook(workbook: Workbook, conversations: dict[str, int]) -> dict:
+def _responses_for_workbook(
+    study: Study, workbook: Workbook, conversations: dict[str, int]
+) -> dict:
+    responders_check_study_limit(study=study, keys=set(workbook.responders), file=workbook.file)
     responders = responders_ensure(keys=set(workbook.responders))
     stored = {
         (conv, resp): pk
@@ -353,7 +392,7 @@ def mentalalign_import(
     for source in sources:
         workbook, rater = source.workbook, source.rater
         conversations, problems = _conversations_for_workbook(study, workbook, strict=strict)
-        responses = _responses_for_workbook(workbook, conversations)
+        responses = _responses_for_workbook(study, workbook, conversations)
         existing = dict(
             Rating.objects.filter(
                 rater=rater, run__isnull=True, repeat=0, response_id__in=list(responses.values())

@@ -5,10 +5,12 @@ from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
 from .forms import FlagForm, ImportForm, LabelSaveForm, ScoreSaveForm
 from .importers.base import ImportProblem, file_sha256
+from .importers.limits import ImportLimits
 from .importers.mentalalign import read_workbook
 from .importers.mentalbench import read_conversations
 from .models import Study
@@ -37,6 +39,7 @@ from .services import (
     rating_save,
     study_get_or_create,
 )
+from .uploads import UploadLimitHandler
 
 
 def _run_import(form: ImportForm, path: Path, user) -> tuple:
@@ -84,12 +87,31 @@ def _run_import(form: ImportForm, path: Path, user) -> tuple:
     return study, lines, s["problems"]
 
 
+@csrf_exempt  # checked by csrf_protect below, once the upload limit is in place
 @role_required(ADMIN)
 def import_upload(request: HttpRequest) -> HttpResponse:
+    # The limit must be installed before anything reads the body, and CsrfViewMiddleware would
+    # read it (to find the token) before the view runs: hence exempt here, protected inside.
+    handler = UploadLimitHandler(request, max_bytes=ImportLimits.from_settings().max_file_bytes)
+    request.upload_handlers.insert(0, handler)
+    return _import_upload(request, handler)
+
+
+@csrf_protect
+def _import_upload(request: HttpRequest, handler: UploadLimitHandler) -> HttpResponse:
     context: dict = {}
     if request.method == "POST":
         form = ImportForm(request.POST, request.FILES)
-        if form.is_valid():
+        if handler.exceeded:
+            form.is_valid()
+            form.errors.pop("file", None)
+            form.add_error(
+                "file",
+                f"{handler.file_name or 'the upload'}: the file is more than "
+                f"{handler.max_bytes:,} bytes, the import limit (IMPORT_MAX_FILE_BYTES); "
+                "nothing was imported",
+            )
+        elif form.is_valid():
             upload = form.cleaned_data["file"]
             suffix = Path(upload.name).suffix.lower()
             with tempfile.NamedTemporaryFile(suffix=suffix) as handle:
@@ -98,7 +120,8 @@ def import_upload(request: HttpRequest) -> HttpResponse:
                 handle.flush()
                 try:
                     study, summary, problems = _run_import(form, Path(handle.name), request.user)
-                except ImportProblem as exc:
+                except (ImportProblem, ValueError) as exc:
+                    # ValueError: a service refusing a name (a judge named like a clinician rater)
                     form.add_error("file", str(exc).replace(handle.name, upload.name))
                 else:
                     context.update(study=study, summary=summary, problems=problems)

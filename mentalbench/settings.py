@@ -192,9 +192,26 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", BASE_DIR / "media"))
-# Uploads (dataset files) are parsed straight from memory or a temp file; large workbooks are fine.
-DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 50 * 1024 * 1024)
-FILE_UPLOAD_MAX_MEMORY_SIZE = envint("FILE_UPLOAD_MAX_MEMORY_SIZE", 50 * 1024 * 1024)
+# --- Import limits: what one imported file (command or /imports/ upload) may hold -------------
+# A file beyond any of them is refused with a one-line message before it is read into memory
+# (docs/importing.md#limits). The defaults leave room for MentalBench-100k-sized CSVs (10,000
+# conversations × 10 responses) and the released MentalAlign-70k workbooks.
+IMPORT_MAX_FILE_BYTES = envint("IMPORT_MAX_FILE_BYTES", 256 * 1024 * 1024)
+IMPORT_MAX_UNCOMPRESSED_BYTES = envint("IMPORT_MAX_UNCOMPRESSED_BYTES", 64 * 1024 * 1024)
+IMPORT_MAX_CELLS = envint("IMPORT_MAX_CELLS", 2_000_000)
+IMPORT_MAX_COLUMNS = envint("IMPORT_MAX_COLUMNS", 200)
+IMPORT_MAX_RESPONDERS_PER_STUDY = envint("IMPORT_MAX_RESPONDERS_PER_STUDY", 100)
+IMPORT_MAX_CELL_CHARS = envint("IMPORT_MAX_CELL_CHARS", 100_000)
+IMPORT_MAX_JSON_DEPTH = envint("IMPORT_MAX_JSON_DEPTH", 20)
+for _name in [n for n in dir() if n.startswith("IMPORT_MAX_")]:
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be a positive integer")
+del _name
+# Uploads over 2.5 MiB stream to a temporary file rather than memory; the other form fields of a
+# request may hold at most 2.5 MiB (Django's defaults).
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
+FILE_UPLOAD_MAX_MEMORY_SIZE = envint("FILE_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
+# --- end of import limits ----------------------------------------------------------------------
 
 # Celery: a real Redis broker when REDIS_URL is set; otherwise tasks run in-process, so the
 # platform works with nothing but Python installed.

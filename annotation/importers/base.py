@@ -3,17 +3,28 @@
 import hashlib
 from pathlib import Path
 
+MAX_SHOWN_COLUMN = 60
+MAX_SHOWN_REASON = 300
+
+
+def _shorten(text: str, limit: int) -> str:
+    # A hostile file may put megabytes into a header or cell; the message quotes only a start.
+    text = " ".join(text.splitlines())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 class ImportProblem(Exception):
     """Bad input; the message is one line naming the file, row and column where known."""
 
     def __init__(self, message: str, *, file: str, row: int | None = None, column: str = ""):
+        message = _shorten(message, MAX_SHOWN_REASON)
+        column = _shorten(column.strip(), MAX_SHOWN_COLUMN)
         self.file, self.row, self.column, self.reason = file, row, column, message
         where = [file]
         if row is not None:
             where.append(f"row {row}")
         if column:
-            where.append(f"column {column.strip()!r}")
+            where.append(f"column {column!r}")
         super().__init__(f"{', '.join(where)}: {message}")
 
 
