@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from analysis.models import ExportLog, RaterCode
@@ -27,7 +27,7 @@ DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 def _api(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=user)[1]}")
     return client
 
 
