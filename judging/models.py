@@ -93,7 +93,8 @@ class Run(models.Model):
     repeats = models.PositiveSmallIntegerField(default=1)
     temperature = models.FloatField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    # Requests in flight per worker task, and a global request rate per endpoint (None: no cap
+    # Requests in flight for the whole run, however many worker loops share it (a redelivered
+    # task adds a loop, never requests), and a global request rate per endpoint (None: no cap
     # beyond the provider's own 429s, which pause every worker for Retry-After).
     concurrency = models.PositiveSmallIntegerField(default=32)
     rate_limit = models.FloatField(null=True, blank=True, help_text="requests per second")
@@ -111,6 +112,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The last sign of life of any worker loop on the run (or when loops were last sent): the
+    # sweeper restarts a running run whose loops have all been silent for longer than a lease.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -156,6 +160,13 @@ class RunItem(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     latency_s = models.FloatField(null=True, blank=True)
+    # Every completion received for this item, by any loop, whether its result was stored or
+    # not (a loop that lost its claim, a cancel, a worker killed before storing): what the
+    # provider bills. The fields above count only the results that were stored.
+    billed_completions = models.PositiveIntegerField(default=0)
+    billed_input_tokens = models.PositiveIntegerField(default=0)
+    billed_output_tokens = models.PositiveIntegerField(default=0)
+    billed_cost_usd = models.FloatField(default=0.0)
     claim_token = models.CharField(max_length=32, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

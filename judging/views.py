@@ -39,6 +39,7 @@ def _run_context(run: Run) -> dict:
         "throughput": f"{progress.per_second:.1f}",
         "eta": _duration(progress.eta_s) if run.is_active else "—",
         "cost": f"{progress.cost_usd:.4f}",
+        "billed_cost": f"{progress.billed_cost_usd:.4f}",
         "failures": selectors.run_failures(run=run, limit=50),
         "reasons": selectors.run_failure_reasons(run=run),
         "poll": run.is_active,

@@ -51,7 +51,8 @@ The counter for "first n calls" is per distinct marker text, so give each test i
     missing_keys           the JSON without its last `drop` (2) attributes
     fraction               scores written as "4/5" strings
     The answer deformations (malformed … fraction, not_json) apply to every call of a marker
-    unless `n` is given: then to the first n calls, and later calls get the valid answer.
+    unless `n` is given: then to the first n calls, and later calls get the valid answer (or,
+    with `then=500`, HTTP 500).
     reasoning_field        OpenAI: message.reasoning_content; Anthropic: a thinking block
     labels                 scripted distortion answers: call k of the marker answers the k-th
                            entry of `script` (cycling), entries separated by "|", "_" for a
@@ -528,6 +529,12 @@ class FakeLLMServer:
         if name in ("ok", "429", "500", "slow", "400", "401", "reject_json_mode"):
             return _Reply(text=answer)
         if "n" in params and call > _n(params, default=None):
+            if params.get("then") == "500":  # an unusable answer, then a server that fails
+                return _Reply(
+                    status=500,
+                    error_type="server_error" if protocol == "openai" else "api_error",
+                    error_message="The server had an error while processing your request.",
+                )
             return _Reply(text=answer)  # a deformation limited to the first n calls
         if name == "not_json":
             if params.get("html"):
