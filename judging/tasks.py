@@ -8,7 +8,6 @@ from celery import shared_task
 from celery.signals import worker_ready
 
 from . import services
-from .models import Run
 
 
 @shared_task(ignore_result=True)
@@ -34,19 +33,14 @@ def runs_sweep() -> None:
 
 @worker_ready.connect
 def resume_active_runs(**_: object) -> None:
-    """A worker that starts picks up runs left running by workers that died.
+    """A worker that starts sweeps once: runs whose workers died are moved on at once when
+    their lease has already run out, and by the periodic sweeper otherwise.
 
-    Their unacknowledged messages only come back after the broker's visibility timeout (an
-    hour), so the new worker enqueues fresh tasks at once rather than waiting for the sweeper's
-    lease; the run's concurrency makes extra loops harmless. Then it sweeps (cancelling runs
-    whose workers died become cancelled).
+    It does not send loops to every running run: with many workers (re)starting, each would add
+    `parallel_tasks` loops to runs whose loops are alive elsewhere, and every extra loop holds a
+    worker process for as long as the run lasts.
     """
     try:
-        for run_id, count in Run.objects.filter(status=Run.Status.RUNNING).values_list(
-            "id", "parallel_tasks"
-        ):
-            for _ in range(count):
-                run_work.delay(run_id)
         services.runs_sweep()
     finally:
         # This runs in the parent process before it forks pool children.

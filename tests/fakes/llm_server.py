@@ -172,6 +172,11 @@ class FakeLLMServer:
             self.sent.clear()
             self.max_in_flight = self.in_flight
 
+    def reset_peak(self) -> None:
+        """Start measuring max_in_flight afresh (from the requests in flight now)."""
+        with self._lock:
+            self.max_in_flight = self.in_flight
+
     def hold(self) -> None:
         """Requests wait (already counted, not answered) until `release()`."""
         assert self._loop is not None, "hold() needs a started server"
