@@ -4,19 +4,23 @@ How a run executes
 - `judge_run_create` / `generation_run_create` write the Run and one RunItem per target and
   repeat, then enqueue `parallel_tasks` worker tasks on commit.
 - Each task calls `run_work`: a loop that claims items with a status-guarded, SKIP LOCKED update
-  (pending → running, stamped with this loop's claim token), keeps up to `run.concurrency` LLM
-  requests in flight with asyncio, and stores the results that finished together in one short
-  transaction. No LLM call ever runs inside a transaction.
+  (pending → running, stamped with this loop's claim token), keeps LLM requests in flight with
+  asyncio — `run.concurrency` for all loops of the run together, however many there are — and
+  stores the results that finished together in one short transaction. No LLM call ever runs
+  inside a transaction. Whatever goes wrong with one item fails that item, never the loop.
 - Exactly once: storing results is one transaction that locks the items, flips running → done
   *only for those this loop still holds a claim on*, then inserts their Ratings/Responses. A
-  worker killed
-  mid-run leaves its items "running" with a heartbeat that stops moving; after the lease they are
-  claimed again by whoever is still working (or by a worker that starts later: see
-  `tasks.resume_active_runs`). A slow-but-alive worker that lost its claim stores nothing. The
-  unique constraints on Rating and Response are the last line of defence.
+  worker killed mid-run leaves its items "running" with a heartbeat that stops moving; after the
+  lease they are claimed again by whoever is still working, or by the loops the sweeper
+  (`runs_sweep`) sends once no loop of the run has been heard of for a lease. A slow-but-alive
+  worker that lost its claim stores nothing. The unique constraints on Rating and Response are
+  the last line of defence.
+- Billing: every completion received is counted on its item (`billed_*`) within half a second,
+  whether or not its result is ever stored.
 - Cancel: the run goes to "cancelling"; every loop sees it within a second, stops sending,
   abandons in-flight requests and puts its items back to pending; the run then becomes
-  "cancelled". Resume and "retry failures" re-open items and enqueue tasks again.
+  "cancelled" (the sweeper does it when a dead worker's items were holding it up). Resume and
+  "retry failures" re-open items and enqueue tasks again.
 """
 
 from __future__ import annotations
