@@ -576,14 +576,17 @@ def _stale_before() -> Any:
     return timezone.now() - timedelta(seconds=LEASE_SECONDS)
 
 
-def items_claim(*, run_id: int, token: str, limit: int) -> list[RunItem]:
+def items_claim(
+    *, run_id: int, token: str, limit: int, within_concurrency: bool = True
+) -> list[RunItem]:
     """Claim up to `limit` pending items (or running ones whose worker died) for `token`.
 
     Only a running run hands out work, and never more than `run.concurrency` live claims in
     all: every loop on the run (parallel tasks, a task the broker redelivered, a worker's
     restart) shares that budget, so the endpoint never sees more requests in flight than the run
     allows. The run row is locked for the count, which serialises claimers (a claim is a few
-    short statements); SKIP LOCKED then takes disjoint items.
+    short statements); SKIP LOCKED then takes disjoint items. `within_concurrency=False` is for
+    offline vLLM, which sends no requests and batches everything it claims.
     """
     stale = _stale_before()
     with transaction.atomic():
@@ -595,10 +598,11 @@ def items_claim(*, run_id: int, token: str, limit: int) -> list[RunItem]:
         )
         if concurrency is None:
             return []
-        live = RunItem.objects.filter(
-            run_id=run_id, status=RunItem.Status.RUNNING, heartbeat_at__gte=stale
-        ).count()
-        limit = min(limit, max(1, concurrency) - live)
+        if within_concurrency:
+            live = RunItem.objects.filter(
+                run_id=run_id, status=RunItem.Status.RUNNING, heartbeat_at__gte=stale
+            ).count()
+            limit = min(limit, max(1, concurrency) - live)
         if limit <= 0:
             return []
         RunItem.objects.filter(
@@ -1361,7 +1365,7 @@ def _work_offline(plan: _Plan, *, model: str, options: dict[str, Any]) -> None:
     The model loads once per call, so everything pending is claimed at once; vLLM batches it.
     """
     token = uuid.uuid4().hex
-    items = items_claim(run_id=plan.run_id, token=token, limit=1_000_000)
+    items = items_claim(run_id=plan.run_id, token=token, limit=1_000_000, within_concurrency=False)
     if not items:
         return
     try:

@@ -122,6 +122,20 @@ def test_concurrency_bounds_the_run_across_every_loop(endpoint_factory):
         assert server.max_in_flight == 4  # each loop alone would have kept 4 in flight
 
 
+def test_claims_never_exceed_the_run_concurrency_except_for_offline_batches(endpoint_factory):
+    study = texts_study(["a", "b", "c", "d", "e", "f"])
+    run = services.judge_run_create(
+        study_id=study.id, endpoint=endpoint_factory("openai"), concurrency=2
+    )
+    assert len(services.items_claim(run_id=run.id, token="loop-1", limit=10)) == 2
+    assert services.items_claim(run_id=run.id, token="loop-2", limit=10) == []
+    # Offline vLLM sends no requests: it batches all it can claim (the model loads once).
+    offline = services.items_claim(
+        run_id=run.id, token="offline", limit=10, within_concurrency=False
+    )
+    assert len(offline) == 4
+
+
 # ------------------------------------------------------------------------------ billing
 
 

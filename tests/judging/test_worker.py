@@ -140,6 +140,27 @@ def test_a_redelivered_task_does_not_add_requests_in_flight(
         assert server.max_in_flight == 6
 
 
+def test_cancel_after_a_worker_was_killed_ends_cancelled_by_itself(
+    celery_worker_factory, endpoint_factory
+):
+    with FakeLLMServer(delay=0.2) as server:
+        study = make_study("cancel crash", conversations=200, responders=("gpt4o",))
+        endpoint = endpoint_factory("openai", base_url=server.openai_base_url)
+        celery_worker_factory("beat.log", beat=True)
+        first = celery_worker_factory("first-worker.log")
+        run = services.judge_run_create(study_id=study.id, endpoint=endpoint, concurrency=8)
+        running = RunItem.objects.filter(run=run, status=RunItem.Status.RUNNING)
+        wait_for(running.exists, timeout=60, what="requests in flight")
+        first.kill()
+        services.run_cancel(run_id=run.id)  # the admin's Cancel, after the worker died
+        assert _status(run) == Run.Status.CANCELLING  # the dead worker's items hold it
+        celery_worker_factory("second-worker.log")
+        wait_for(lambda: _status(run) == Run.Status.CANCELLED, timeout=60, what="the run to cancel")
+        assert not running.exists()
+        stored = Rating.objects.filter(run=run).count()
+        assert stored == RunItem.objects.filter(run=run, status="done").count() < 200
+
+
 # ------------------------------------------------------------------------------ fault injection
 
 FAULTS = [
