@@ -7,6 +7,8 @@ worker's memory. Progress, tokens and cost are aggregated from the items (`selec
 counters cannot drift from the rows they count.
 """
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -125,6 +127,12 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in (self.Status.PENDING, self.Status.RUNNING, self.Status.CANCELLING)
+
+    def silent_for(self, now: datetime) -> float:
+        """Seconds since any worker loop of this running run was last heard of (0 otherwise)."""
+        if self.status != self.Status.RUNNING or self.heartbeat_at is None:
+            return 0.0
+        return max(0.0, (now - self.heartbeat_at).total_seconds())
 
 
 class RunItem(models.Model):

@@ -6,6 +6,7 @@ fake server, real PostgreSQL); tests/judging/test_worker.py does the same on Cel
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from datetime import timedelta
@@ -190,6 +191,19 @@ def test_the_run_page_shows_tokens_billed_against_tokens_stored(client, endpoint
     assert "Tokens billed (every answer received, stored or not): 400 in / 80 out" in page
     assert "in 4 answers · $0.0016" in page
     assert "240 tokens billed for answers that no stored result holds" in page
+
+
+def test_the_run_page_says_when_no_worker_has_reported_for_a_lease(client, endpoint_factory):
+    from django.contrib.auth.models import User
+
+    study = texts_study(["a"])
+    run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory("openai"))
+    client.force_login(User.objects.create_superuser("boss", "b@example.org", "pw-1234567"))
+    assert "No worker has reported" not in client.get(f"/judging/runs/{run.id}/").content.decode()
+    _age(run, seconds=services.LEASE_SECONDS + 30)
+    page = client.get(f"/judging/runs/{run.id}/").content.decode()
+    silent = re.search(r"No worker has reported on this run for (\d+) s", page)
+    assert silent and services.LEASE_SECONDS + 30 <= int(silent[1]) < services.LEASE_SECONDS + 40
 
 
 # ------------------------------------------------------------------------------ the sweeper
