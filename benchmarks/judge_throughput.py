@@ -73,7 +73,12 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--delay", type=float, default=0.3)
     parser.add_argument("--baseline-items", type=int, default=100)
-    parser.add_argument("--concurrency", type=int, default=100, help="requests in flight per task")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=200,
+        help="requests in flight for the whole run, shared by its worker tasks",
+    )
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--logs", type=Path, default=Path("/tmp/mentalbench-bench"))
     args = parser.parse_args()
@@ -266,7 +271,7 @@ def main() -> None:
         scores = Score.objects.filter(rating__run=run).count()
         rate = stored / elapsed
         print(f"celery run ({args.workers} worker processes, concurrency {args.concurrency} "
-              f"each): {stored}/{total} ratings ({scores} scores) in {elapsed:.1f}s "
+              f"in all): {stored}/{total} ratings ({scores} scores) in {elapsed:.1f}s "
               f"= {rate:.1f} ratings/s; status {run.status}", flush=True)  # fmt: skip
         print(f"speed-up over the sequential loop: {rate / baseline_rate:.0f}x", flush=True)
         print(f"cpu count: {os.cpu_count()}, server delay {args.delay}s", flush=True)

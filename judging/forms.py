@@ -16,7 +16,10 @@ HTTP_PROVIDERS = [
 
 class _ExecutionFields(forms.Form):
     concurrency = forms.IntegerField(
-        min_value=1, max_value=1000, initial=32, help_text="requests in flight per worker task"
+        min_value=1,
+        max_value=1000,
+        initial=32,
+        help_text="requests in flight for the whole run, shared by its worker tasks",
     )
     rate_limit = forms.FloatField(
         required=False,

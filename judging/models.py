@@ -7,6 +7,8 @@ worker's memory. Progress, tokens and cost are aggregated from the items (`selec
 counters cannot drift from the rows they count.
 """
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -99,7 +101,8 @@ class Run(models.Model):
     repeats = models.PositiveSmallIntegerField(default=1)
     temperature = models.FloatField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    # Requests in flight per worker task, and a global request rate per endpoint (None: no cap
+    # Requests in flight for the whole run, however many worker loops share it (a redelivered
+    # task adds a loop, never requests), and a global request rate per endpoint (None: no cap
     # beyond the provider's own 429s, which pause every worker for Retry-After).
     concurrency = models.PositiveSmallIntegerField(default=32)
     rate_limit = models.FloatField(null=True, blank=True, help_text="requests per second")
@@ -117,6 +120,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The last sign of life of any worker loop on the run (or when loops were last sent): the
+    # sweeper restarts a running run whose loops have all been silent for longer than a lease.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -127,6 +133,12 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in (self.Status.PENDING, self.Status.RUNNING, self.Status.CANCELLING)
+
+    def silent_for(self, now: datetime) -> float:
+        """Seconds since any worker loop of this running run was last heard of (0 otherwise)."""
+        if self.status != self.Status.RUNNING or self.heartbeat_at is None:
+            return 0.0
+        return max(0.0, (now - self.heartbeat_at).total_seconds())
 
 
 class RunItem(models.Model):
@@ -162,6 +174,13 @@ class RunItem(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     latency_s = models.FloatField(null=True, blank=True)
+    # Every completion received for this item, by any loop, whether its result was stored or
+    # not (a loop that lost its claim, a cancel, a worker killed before storing): what the
+    # provider bills. The fields above count only the results that were stored.
+    billed_completions = models.PositiveIntegerField(default=0)
+    billed_input_tokens = models.PositiveIntegerField(default=0)
+    billed_output_tokens = models.PositiveIntegerField(default=0)
+    billed_cost_usd = models.FloatField(default=0.0)
     claim_token = models.CharField(max_length=32, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

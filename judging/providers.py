@@ -21,6 +21,7 @@ import dataclasses
 import email.utils
 import functools
 import inspect
+import json
 import logging
 import os
 import random
@@ -262,6 +263,10 @@ def _map_exception(config: EndpointConfig, exc: BaseException) -> ProviderError 
     if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
         cause = redact(str(exc.__cause__ or exc), config.api_key)
         return TransientError(f"{config.label}: connection error: {cause}", endpoint=config.label)
+    if isinstance(exc, json.JSONDecodeError):
+        # HTTP 200 with a body that is not JSON (a proxy's error page, a half-written answer):
+        # the SDK's decoder raises; the next attempt may well get a proper answer.
+        return TransientError(f"{config.label}: response body is not JSON", endpoint=config.label)
     if isinstance(exc, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
         # A malformed body from the server: usually a proxy or overloaded server, worth a retry.
         return TransientError(f"{config.label}: malformed response body", endpoint=config.label)
@@ -421,6 +426,9 @@ async def _openai_call(
         **named,
     )
     latency = time.perf_counter() - started
+    if not isinstance(response, openai.types.chat.ChatCompletion):
+        # A non-JSON content type: the SDK hands back the body as a string instead of raising.
+        raise TransientError(f"{config.label}: response body is not JSON", endpoint=config.label)
     if not response.choices:
         raise TransientError(f"{config.label}: response without choices", endpoint=config.label)
     choice = response.choices[0]
@@ -476,6 +484,8 @@ async def _anthropic_call(
         **kwargs,
     )
     latency = time.perf_counter() - started
+    if not isinstance(response, anthropic.types.Message):
+        raise TransientError(f"{config.label}: response body is not JSON", endpoint=config.label)
     texts: list[str] = []
     thoughts: list[str] = []
     for block in response.content:

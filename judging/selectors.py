@@ -25,6 +25,23 @@ class RunProgress:
     cost_usd: float
     per_second: float  # completed items per second over the last THROUGHPUT_WINDOW_S
     eta_s: float | None
+    # Every completion received, stored or not (what the provider bills); the fields above
+    # count the requests behind stored results only.
+    billed_completions: int = 0
+    billed_input_tokens: int = 0
+    billed_output_tokens: int = 0
+    billed_cost_usd: float = 0.0
+
+    @property
+    def unstored_tokens(self) -> int:
+        """Tokens billed for answers no stored result holds (lost claims, cancels, crashes)."""
+        return max(
+            0,
+            self.billed_input_tokens
+            + self.billed_output_tokens
+            - self.input_tokens
+            - self.output_tokens,
+        )
 
     @property
     def finished(self) -> int:
@@ -55,6 +72,10 @@ def run_progress(*, run: Run) -> RunProgress:
         input_tokens=Sum("input_tokens"),
         output_tokens=Sum("output_tokens"),
         cost=Sum("cost_usd"),
+        billed_completions=Sum("billed_completions"),
+        billed_input_tokens=Sum("billed_input_tokens"),
+        billed_output_tokens=Sum("billed_output_tokens"),
+        billed_cost=Sum("billed_cost_usd"),
     )
     window = THROUGHPUT_WINDOW_S
     if run.started_at:
@@ -73,6 +94,10 @@ def run_progress(*, run: Run) -> RunProgress:
         cost_usd=row["cost"] or 0.0,
         per_second=per_second,
         eta_s=eta,
+        billed_completions=row["billed_completions"] or 0,
+        billed_input_tokens=row["billed_input_tokens"] or 0,
+        billed_output_tokens=row["billed_output_tokens"] or 0,
+        billed_cost_usd=row["billed_cost"] or 0.0,
     )
 
 

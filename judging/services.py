@@ -4,19 +4,23 @@ How a run executes
 - `judge_run_create` / `generation_run_create` write the Run and one RunItem per target and
   repeat, then enqueue `parallel_tasks` worker tasks on commit.
 - Each task calls `run_work`: a loop that claims items with a status-guarded, SKIP LOCKED update
-  (pending → running, stamped with this loop's claim token), keeps up to `run.concurrency` LLM
-  requests in flight with asyncio, and stores the results that finished together in one short
-  transaction. No LLM call ever runs inside a transaction.
+  (pending → running, stamped with this loop's claim token), keeps LLM requests in flight with
+  asyncio — `run.concurrency` for all loops of the run together, however many there are — and
+  stores the results that finished together in one short transaction. No LLM call ever runs
+  inside a transaction. Whatever goes wrong with one item fails that item, never the loop.
 - Exactly once: storing results is one transaction that locks the items, flips running → done
   *only for those this loop still holds a claim on*, then inserts their Ratings/Responses. A
-  worker killed
-  mid-run leaves its items "running" with a heartbeat that stops moving; after the lease they are
-  claimed again by whoever is still working (or by a worker that starts later: see
-  `tasks.resume_active_runs`). A slow-but-alive worker that lost its claim stores nothing. The
-  unique constraints on Rating and Response are the last line of defence.
+  worker killed mid-run leaves its items "running" with a heartbeat that stops moving; after the
+  lease they are claimed again by whoever is still working, or by the loops the sweeper
+  (`runs_sweep`) sends once no loop of the run has been heard of for a lease. A slow-but-alive
+  worker that lost its claim stores nothing. The unique constraints on Rating and Response are
+  the last line of defence.
+- Billing: every completion received is counted on its item (`billed_*`) within half a second,
+  whether or not its result is ever stored.
 - Cancel: the run goes to "cancelling"; every loop sees it within a second, stops sending,
   abandons in-flight requests and puts its items back to pending; the run then becomes
-  "cancelled". Resume and "retry failures" re-open items and enqueue tasks again.
+  "cancelled" (the sweeper does it when a dead worker's items were holding it up). Resume and
+  "retry failures" re-open items and enqueue tasks again.
 """
 
 from __future__ import annotations
@@ -425,7 +429,8 @@ def _start(run: Run) -> None:
         return
     run.status, run.error, run.finished_at = Run.Status.RUNNING, "", None
     run.started_at = run.started_at or now
-    run.save(update_fields=["status", "error", "started_at", "finished_at"])
+    run.heartbeat_at = now  # loops are on their way: the sweeper leaves the run alone a lease
+    run.save(update_fields=["status", "error", "started_at", "finished_at", "heartbeat_at"])
     _enqueue(run.id, run.parallel_tasks)
 
 
@@ -511,6 +516,52 @@ def run_fail(*, run_id: int, error: str) -> None:
         run.save(update_fields=["status", "error", "finished_at"])
 
 
+# ------------------------------------------------------------------------------ the sweeper
+
+
+def runs_sweep() -> dict[str, list[int]]:
+    """Move on every run whose workers are gone; returns run ids by what was done to them.
+
+    Runs periodically (Celery beat → `tasks.runs_sweep`; `manage.py sweep_runs` without Redis)
+    and when a worker starts, so no run ever needs a person to finish it:
+    - cancelling: items of dead workers go back to pending once their lease ran out, then the
+      run is cancelled (`run_finalize`);
+    - running with nothing open (the last loop died before it finalized): done;
+    - running with open items and no loop heard from for a lease: fresh loops are sent. Their
+      claims take over the stale items; the run's concurrency bounds them however many arrive.
+    Idempotent, and safe to run in several places at once (each run is handled under its lock).
+    """
+    swept: dict[str, list[int]] = {"finalized": [], "restarted": []}
+    active = Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.CANCELLING])
+    for run_id in active.order_by("id").values_list("id", flat=True):
+        action = run_sweep(run_id=run_id)
+        if action:
+            swept[action].append(run_id)
+    if any(swept.values()):
+        logger.info("run sweeper: %s", swept)
+    return swept
+
+
+@transaction.atomic
+def run_sweep(*, run_id: int) -> str:
+    """One run of `runs_sweep`: "finalized", "restarted" or "" (nothing to do)."""
+    run = Run.objects.select_for_update(skip_locked=True).filter(id=run_id).first()
+    if run is None or not run.is_active:
+        return ""  # another sweeper (or a loop finalizing) holds it right now
+    before = run.status
+    run = run_finalize(run_id=run_id)
+    if run.status != before:
+        return "finalized"
+    if run.status != Run.Status.RUNNING:
+        return ""  # still cancelling: live workers are letting go of their items
+    if run.heartbeat_at is not None and run.heartbeat_at >= _stale_before():
+        return ""  # a loop is alive (or was sent less than a lease ago)
+    run.heartbeat_at = timezone.now()  # one restart per lease, however often the sweeper runs
+    run.save(update_fields=["heartbeat_at"])
+    _enqueue(run.id, run.parallel_tasks)
+    return "restarted"
+
+
 # ------------------------------------------------------------------------------ claiming
 
 
@@ -518,14 +569,35 @@ def _stale_before() -> Any:
     return timezone.now() - timedelta(seconds=LEASE_SECONDS)
 
 
-def items_claim(*, run_id: int, token: str, limit: int) -> list[RunItem]:
+def items_claim(
+    *, run_id: int, token: str, limit: int, within_concurrency: bool = True
+) -> list[RunItem]:
     """Claim up to `limit` pending items (or running ones whose worker died) for `token`.
 
-    SKIP LOCKED: concurrent claimers take disjoint rows instead of queueing on each other. Only a
-    running run hands out work.
+    Only a running run hands out work, and never more than `run.concurrency` live claims in
+    all: every loop on the run (parallel tasks, a task the broker redelivered, a worker's
+    restart) shares that budget, so the endpoint never sees more requests in flight than the run
+    allows. The run row is locked for the count, which serialises claimers (a claim is a few
+    short statements); SKIP LOCKED then takes disjoint items. `within_concurrency=False` is for
+    offline vLLM, which sends no requests and batches everything it claims.
     """
     stale = _stale_before()
     with transaction.atomic():
+        concurrency = (
+            Run.objects.select_for_update()
+            .filter(id=run_id, status=Run.Status.RUNNING)
+            .values_list("concurrency", flat=True)
+            .first()
+        )
+        if concurrency is None:
+            return []
+        if within_concurrency:
+            live = RunItem.objects.filter(
+                run_id=run_id, status=RunItem.Status.RUNNING, heartbeat_at__gte=stale
+            ).count()
+            limit = min(limit, max(1, concurrency) - live)
+        if limit <= 0:
+            return []
         RunItem.objects.filter(
             run_id=run_id,
             status=RunItem.Status.RUNNING,
@@ -565,10 +637,42 @@ def items_claim(*, run_id: int, token: str, limit: int) -> list[RunItem]:
     )
 
 
-def items_heartbeat(*, token: str) -> None:
+def items_heartbeat(*, token: str, run_id: int | None = None) -> None:
+    """Keep this loop's claims (and, given `run_id`, the run's sign of life) fresh."""
+    now = timezone.now()
     RunItem.objects.filter(claim_token=token, status=RunItem.Status.RUNNING).update(
-        heartbeat_at=timezone.now()
+        heartbeat_at=now
     )
+    if run_id is not None:
+        Run.objects.filter(id=run_id).update(heartbeat_at=now)
+
+
+def items_bill(*, received: Sequence[tuple[int, int, int]], plan: _Plan) -> None:
+    """Count completions received (item id, input tokens, output tokens) on their items.
+
+    Whether or not the result is ever stored: a loop that lost its claim, a cancelled item, a
+    re-ask — the provider billed them all. Called by the loop within half a second of receiving
+    (and when it stops), so only what arrived in that last moment before a SIGKILL goes uncounted.
+    """
+    if not received:
+        return
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {RunItem._meta.db_table} SET billed_completions = billed_completions + 1, "
+            "billed_input_tokens = billed_input_tokens + %s, "
+            "billed_output_tokens = billed_output_tokens + %s, "
+            "billed_cost_usd = billed_cost_usd + %s WHERE id = %s",
+            [
+                (
+                    input_tokens,
+                    output_tokens,
+                    (input_tokens * plan.price_input + output_tokens * plan.price_output)
+                    / 1_000_000,
+                    item_id,
+                )
+                for item_id, input_tokens, output_tokens in received
+            ],
+        )
 
 
 def items_release(*, token: str, item_ids: Sequence[int] | None = None, error: str = "") -> int:
@@ -612,12 +716,21 @@ class Outcome:
     latency_s: float | None = None
     release: bool = False  # rate limited: give the item back rather than fail it
     endpoint_broken: bool = False
+    problems: list[str] = field(default_factory=list)  # why earlier answers were unusable
+    # (item id, input, output tokens) of each completion received, shared by the loop's items
+    # and emptied into the database by the loop (items_bill) as they arrive.
+    item_id: int | None = None
+    ledger: list[tuple[int, int, int]] | None = None
 
     def add(self, completion: providers.Completion) -> None:
         self.input_tokens += completion.input_tokens or 0
         self.output_tokens += completion.output_tokens or 0
         self.requests += completion.attempts
         self.latency_s = (self.latency_s or 0.0) + completion.latency_s
+        if self.ledger is not None and self.item_id is not None:
+            self.ledger.append(
+                (self.item_id, completion.input_tokens or 0, completion.output_tokens or 0)
+            )
 
     @property
     def ok(self) -> bool:
@@ -955,6 +1068,16 @@ async def _work_async(plan: _Plan) -> None:
         return
     limiter = _limiter(plan)
     stop = asyncio.Event()
+    ledger: list[tuple[int, int, int]] = []
+    bill = sync_to_async(items_bill)
+
+    async def bill_received() -> None:
+        if ledger:
+            received = ledger[:]
+            ledger.clear()  # no await in between: nothing is counted twice or dropped
+            await bill(received=received, plan=plan)
+
+    await sync_to_async(items_heartbeat)(token=token, run_id=plan.run_id)
     watcher = asyncio.create_task(_watch(plan.run_id, token, stop))
     in_flight: dict[asyncio.Task[Outcome], RunItem] = {}
     refill_at = max(1, plan.concurrency // 4)
@@ -967,7 +1090,9 @@ async def _work_async(plan: _Plan) -> None:
                 if not items:
                     last_empty_claim = time.monotonic()
                 for item in items:
-                    task = asyncio.create_task(_process(plan, item, client, limiter, stop))
+                    task = asyncio.create_task(
+                        _process(plan, item, client, limiter, stop, ledger=ledger)
+                    )
                     in_flight[task] = item
             if not in_flight:
                 if not await sync_to_async(_open_items_exist)(plan.run_id):
@@ -979,6 +1104,7 @@ async def _work_async(plan: _Plan) -> None:
             done, _ = await asyncio.wait(
                 in_flight, timeout=0.5, return_when=asyncio.FIRST_COMPLETED
             )
+            await bill_received()
             finished: list[Result] = []
             for task in done:
                 item = in_flight.pop(task)
@@ -999,6 +1125,7 @@ async def _work_async(plan: _Plan) -> None:
         for task in in_flight:
             task.cancel()
         await asyncio.gather(*in_flight, watcher, return_exceptions=True)
+        await bill_received()
         await sync_to_async(items_release)(token=token)
         await client.close()
         if isinstance(limiter, RedisRateLimiter):
@@ -1014,7 +1141,7 @@ async def _watch(run_id: int, token: str, stop: asyncio.Event) -> None:
             stop.set()
             return
         if time.monotonic() - last_beat >= heartbeat_every:
-            await sync_to_async(items_heartbeat)(token=token)
+            await sync_to_async(items_heartbeat)(token=token, run_id=run_id)
             last_beat = time.monotonic()
         try:
             await asyncio.wait_for(stop.wait(), timeout=WATCH_SECONDS)
@@ -1028,31 +1155,50 @@ async def _process(
     client: Any,
     limiter: LocalRateLimiter | RedisRateLimiter,
     stop: asyncio.Event,
+    *,
+    ledger: list[tuple[int, int, int]] | None = None,
 ) -> Outcome:
-    """All LLM calls for one item; never raises for an LLM problem (the outcome says it)."""
-    outcome = Outcome()
+    """All LLM calls for one item. Never raises (cancellation aside): whatever goes wrong with
+    one item — the provider, the answer, a bug — is that item's failure with its reason, and the
+    loop goes on with the others."""
+    outcome = Outcome(item_id=item.id, ledger=ledger)
     try:
-        system, user = item_messages(item=item, rubric=plan.rubric or None, plan=plan)
-    except ValueError as exc:
-        outcome.error = str(exc)
-        return outcome
-    try:
+        try:
+            system, user = item_messages(item=item, rubric=plan.rubric or None, plan=plan)
+        except ValueError as exc:  # a target the prompt cannot be built for: say why
+            outcome.error = str(exc)
+            return outcome
         if plan.kind == Run.Kind.JUDGE:
             await _judge(plan, system, user, client, limiter, stop, outcome)
         elif plan.kind == Run.Kind.LABELLING:
             await _label(plan, system, user, client, limiter, stop, outcome)
         else:
             await _generate(plan, system, user, client, limiter, outcome)
-    except providers.RateLimited as exc:
+    except providers.ProviderError as exc:
+        outcome.requests += exc.attempts  # requests that brought no answer count as made too
+        _provider_failure(outcome, exc)
+    except Exception as exc:
+        logger.exception("run %s item %s failed unexpectedly", plan.run_id, item.id)
+        key = plan.config.api_key if plan.config else None
+        outcome.error = providers.redact(f"unexpected error: {type(exc).__name__}: {exc}", key)
+        outcome.release = outcome.endpoint_broken = False
+    if outcome.error and outcome.problems and not outcome.release:
+        # Earlier answers were unusable and then the provider failed: the item fails with both
+        # reasons, and the last unusable answer is kept (an invalid rating, never scores).
+        outcome.error = f"{'; '.join(outcome.problems)}; then: {outcome.error}"
+    return outcome
+
+
+def _provider_failure(outcome: Outcome, exc: providers.ProviderError) -> None:
+    if isinstance(exc, providers.RateLimited):
         # The endpoint is saturated for longer than we wait in-process: the shared limiter is
         # paused for everyone, and the item goes back to the queue instead of failing.
         outcome.error, outcome.release = str(exc), True
-    except providers.PermanentError as exc:
+    elif isinstance(exc, providers.PermanentError):
         outcome.error = str(exc)
         outcome.endpoint_broken = exc.status_code in ENDPOINT_BROKEN_STATUSES
-    except providers.TransientError as exc:
+    else:
         outcome.error = f"{exc} (gave up after {exc.attempts} attempts)"
-    return outcome
 
 
 async def _call(
@@ -1092,7 +1238,7 @@ async def _judge(
 ) -> None:
     """Ask, parse; re-ask an unusable output up to max_output_attempts times. Never guesses."""
     names = [attribute["name"] for attribute in plan.rubric]
-    problems: list[str] = []
+    problems = outcome.problems
     for ask in range(1, plan.max_output_attempts + 1):
         if stop.is_set():
             outcome.release = True  # cancelled: the item goes back to pending, unasked
@@ -1118,6 +1264,7 @@ async def _judge(
             reason = f"cut off by the token limit: {reason}"
         problems.append(f"attempt {ask}: {reason}")
     outcome.error = "no valid judge output; " + "; ".join(problems)
+    problems.clear()  # the error says it all
 
 
 async def _label(
@@ -1131,7 +1278,7 @@ async def _label(
 ) -> None:
     """Ask for labels; re-ask an unparseable answer up to max_output_attempts times. Labels
     outside the list are kept (as "Others", verbatim in `others`); nothing is guessed."""
-    problems: list[str] = []
+    problems = outcome.problems
     for ask in range(1, plan.max_output_attempts + 1):
         if stop.is_set():
             outcome.release = True
@@ -1157,6 +1304,7 @@ async def _label(
             reason = f"cut off by the token limit: {reason}"
         problems.append(f"attempt {ask}: {reason}")
     outcome.error = "no valid label output; " + "; ".join(problems)
+    problems.clear()
 
 
 async def _generate(
@@ -1210,7 +1358,7 @@ def _work_offline(plan: _Plan, *, model: str, options: dict[str, Any]) -> None:
     The model loads once per call, so everything pending is claimed at once; vLLM batches it.
     """
     token = uuid.uuid4().hex
-    items = items_claim(run_id=plan.run_id, token=token, limit=1_000_000)
+    items = items_claim(run_id=plan.run_id, token=token, limit=1_000_000, within_concurrency=False)
     if not items:
         return
     try:
@@ -1237,6 +1385,13 @@ def _work_offline(plan: _Plan, *, model: str, options: dict[str, Any]) -> None:
     except BaseException:
         items_release(token=token)
         raise
+    items_bill(
+        received=[
+            (item.id, completion.input_tokens or 0, completion.output_tokens or 0)
+            for item, completion in zip(items, completions, strict=True)
+        ],
+        plan=plan,
+    )
     results: list[Result] = []
     for item, completion in zip(items, completions, strict=True):
         outcome = Outcome()

@@ -5,9 +5,11 @@ Thin views (STYLE.md 2): a form validates, one service writes, templates get pre
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from annotation.roles import ADMIN, role_required
@@ -32,13 +34,18 @@ def _duration(seconds: float | None) -> str:
 
 def _run_context(run: Run) -> dict:
     progress = selectors.run_progress(run=run)
+    silent = run.silent_for(timezone.now())
     return {
+        # No loop heard of for longer than a lease: its workers died or are all busy.
+        "silent_s": int(silent) if silent > services.LEASE_SECONDS else 0,
+        "sweep_s": settings.JUDGING_SWEEP_SECONDS,
         "run": run,
         "progress": progress,
         "percent": f"{progress.percent:.1f}",
         "throughput": f"{progress.per_second:.1f}",
         "eta": _duration(progress.eta_s) if run.is_active else "—",
         "cost": f"{progress.cost_usd:.4f}",
+        "billed_cost": f"{progress.billed_cost_usd:.4f}",
         "failures": selectors.run_failures(run=run, limit=50),
         "reasons": selectors.run_failure_reasons(run=run),
         "poll": run.is_active,

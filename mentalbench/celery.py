@@ -1,4 +1,5 @@
 import os
+from datetime import timedelta
 
 from celery import Celery
 
@@ -7,3 +8,22 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
 app = Celery("mentalbench")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@app.on_after_configure.connect
+def _beat_schedule(sender: Celery, **_: object) -> None:
+    """The periodic tasks `celery -A mentalbench beat` sends (bin/up and the compose stack run it).
+
+    The run sweeper finds runs whose workers died (running, cancelling or finishing) and moves
+    them on. A sweep that waits longer than its own period is dropped (`expires`): the next one
+    does the same work, so they never pile up behind workers busy with long runs.
+    """
+    from django.conf import settings
+
+    every = timedelta(seconds=settings.JUDGING_SWEEP_SECONDS)
+    sender.add_periodic_task(
+        every,
+        sender.signature("judging.tasks.runs_sweep"),
+        name="judging: sweep runs whose workers are gone",
+        expires=every.total_seconds(),
+    )

@@ -227,6 +227,14 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 3600)}
 
+# Run sweeper: every this many seconds Celery beat (or `manage.py sweep_runs --every` without
+# Redis) moves on runs whose workers died; see docs/judging.md.
+JUDGING_SWEEP_SECONDS = envint("JUDGING_SWEEP_SECONDS", 30)
+if JUDGING_SWEEP_SECONDS < 1:
+    raise ImproperlyConfigured(
+        f"JUDGING_SWEEP_SECONDS must be at least 1, got {JUDGING_SWEEP_SECONDS}"
+    )
+
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}

@@ -39,6 +39,9 @@ The counter for "first n calls" is per distinct marker text, so give each test i
                            401 echoes the API key back, as real servers do with part of it
     reject_json_mode       400 when the request asks for response_format, else ok
     malformed              invalid JSON
+    not_json               HTTP 200 whose body is not JSON (`html=1`: an HTML page served as
+                           text/html, as a proxy's error page; default: a cut-off body served as
+                           application/json)
     fenced                 JSON inside a ```json fence
     prose                  JSON with prose before and after
     truncated              JSON cut halfway, finish_reason "length" / stop_reason "max_tokens"
@@ -49,6 +52,9 @@ The counter for "first n calls" is per distinct marker text, so give each test i
     fraction               scores written as "4/5" strings
     revised                first n (all) calls: two fenced JSON answers that disagree (every
                            score 1, then "Actually, revised:" every score 5); then ok
+    The answer deformations (malformed … fraction, not_json) apply to every call of a marker
+    unless `n` is given: then to the first n calls, and later calls get the valid answer (or,
+    with `then=500`, HTTP 500).
     reasoning_field        OpenAI: message.reasoning_content; Anthropic: a thinking block
     labels                 scripted distortion answers: call k of the marker answers the k-th
                            entry of `script` (cycling), entries separated by "|", "_" for a
@@ -56,13 +62,19 @@ The counter for "first n calls" is per distinct marker text, so give each test i
                            script=Labeling|Mental_Filter,_Magical_Thinking|EMPTY
 Every request is counted per scenario name (`counts`) and recorded (`requests`, without
 credentials) so tests can assert attempts and what was sent; `key_sha256` is the SHA-256 of the
-API key it carried, so tests can check which key arrived without the key being kept.
+API key it carried, so tests can check which key arrived without the key being kept. What the
+server actually delivered is counted apart: `sent` (completions, input_tokens, output_tokens of
+HTTP 200 answers written to a client that was still connected: an answer to a client that timed
+out or died is not "sent"), and `in_flight` / `max_in_flight` (requests being handled now / at
+most at once). `hold()` makes every request wait before it is answered until `release()` — a
+worker can then be killed with all its requests in the server's hands.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import email.utils
 import hashlib
 import itertools
@@ -71,6 +83,7 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +123,8 @@ class _Reply:
     error_type: str = ""
     error_message: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    raw_body: str | None = None  # sent verbatim with HTTP 200 (the not_json scenario)
+    content_type: str = "application/json"
 
 
 def _approx_tokens(text: str) -> int:
@@ -127,8 +142,12 @@ class FakeLLMServer:
         self.counts: Counter[str] = Counter()
         self.requests: list[RecordedRequest] = []
         self._marker_calls: Counter[str] = Counter()
+        self.sent: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._gate: asyncio.Event | None = None  # created on the server's loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -154,6 +173,37 @@ class FakeLLMServer:
             self.counts.clear()
             self.requests.clear()
             self._marker_calls.clear()
+            self.sent.clear()
+            self.max_in_flight = self.in_flight
+
+    def reset_peak(self) -> None:
+        """Start measuring max_in_flight afresh (from the requests in flight now)."""
+        with self._lock:
+            self.max_in_flight = self.in_flight
+
+    def hold(self) -> None:
+        """Requests wait (already counted, not answered) until `release()`."""
+        assert self._loop is not None, "hold() needs a started server"
+        self._loop.call_soon_threadsafe(self._gate_event().clear)
+
+    def release(self) -> None:
+        assert self._loop is not None, "release() needs a started server"
+        self._loop.call_soon_threadsafe(self._gate_event().set)
+
+    def _gate_event(self) -> asyncio.Event:
+        if self._gate is None:
+            self._gate = asyncio.Event()
+            self._gate.set()
+        return self._gate
+
+    def _count_sent(self, request: web.Request, input_tokens: int, output_tokens: int) -> None:
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            return  # the client gave up (timeout) or died: nothing reaches it
+        with self._lock:
+            self.sent["completions"] += 1
+            self.sent["input_tokens"] += input_tokens
+            self.sent["output_tokens"] += output_tokens
 
     def requests_for(self, marker: str) -> list[RecordedRequest]:
         with self._lock:
@@ -171,8 +221,8 @@ class FakeLLMServer:
 
     async def _stats(self, request: web.Request) -> web.Response:
         with self._lock:
-            counts = dict(self.counts)
-        return web.json_response({"counts": counts, "total": sum(counts.values())})
+            counts, sent = dict(self.counts), dict(self.sent)
+        return web.json_response({"counts": counts, "total": sum(counts.values()), "sent": sent})
 
     async def _reset(self, request: web.Request) -> web.Response:
         self.reset()
@@ -245,7 +295,26 @@ class FakeLLMServer:
 
     # ----------------------------------------------------------------- protocol handlers
 
-    async def _openai(self, request: web.Request) -> web.Response:
+    async def _openai(self, request: web.Request) -> web.StreamResponse:
+        with self._tracked():
+            return await self._openai_answer(request)
+
+    async def _anthropic(self, request: web.Request) -> web.StreamResponse:
+        with self._tracked():
+            return await self._anthropic_answer(request)
+
+    @contextlib.contextmanager
+    def _tracked(self) -> Iterator[None]:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    async def _openai_answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         messages = body.get("messages") or []
         texts = [_content_text(m.get("content")) for m in messages]
@@ -266,6 +335,8 @@ class FakeLLMServer:
                 "code": reply.error_type,
             }
             return web.json_response({"error": error}, status=reply.status, headers=headers)
+        if reply.raw_body is not None:
+            return _raw_response(reply, headers)
         prompt_tokens = sum(_approx_tokens(t) for t in texts)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
         if reply.reasoning is not None:
@@ -290,9 +361,10 @@ class FakeLLMServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        self._count_sent(request, prompt_tokens, completion_tokens)
         return web.json_response(payload, headers=headers)
 
-    async def _anthropic(self, request: web.Request) -> web.Response:
+    async def _anthropic_answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         messages = body.get("messages") or []
         system = body.get("system")
@@ -308,6 +380,8 @@ class FakeLLMServer:
             return web.json_response(
                 {"type": "error", "error": error}, status=reply.status, headers=headers
             )
+        if reply.raw_body is not None:
+            return _raw_response(reply, headers)
         text = reply.text
         # A prefilled assistant turn: the model continues it, so the reply omits the prefix.
         if messages and messages[-1].get("role") == "assistant":
@@ -331,6 +405,8 @@ class FakeLLMServer:
                 "output_tokens": _approx_tokens(text + (reply.reasoning or "")),
             },
         }
+        usage = payload["usage"]
+        self._count_sent(request, usage["input_tokens"], usage["output_tokens"])
         return web.json_response(payload, headers=headers)
 
     # ----------------------------------------------------------------- behaviour
@@ -386,6 +462,7 @@ class FakeLLMServer:
         )
         if reply.status == 200 and name == "slow" and call <= _n(params, default=1):
             await asyncio.sleep(float(params.get("delay", 5)))
+        await self._gate_event().wait()
         if reply.status == 200 and max_tokens and reply.finish == "stop":
             limit_chars = int(max_tokens) * 4
             if len(reply.text) > limit_chars:
@@ -461,6 +538,19 @@ class FakeLLMServer:
         answer, as_json = _default_answer(prompt)
         if name in ("ok", "429", "500", "slow", "400", "401", "reject_json_mode"):
             return _Reply(text=answer)
+        if "n" in params and call > _n(params, default=None):
+            if params.get("then") == "500":  # an unusable answer, then a server that fails
+                return _Reply(
+                    status=500,
+                    error_type="server_error" if protocol == "openai" else "api_error",
+                    error_message="The server had an error while processing your request.",
+                )
+            return _Reply(text=answer)  # a deformation limited to the first n calls
+        if name == "not_json":
+            if params.get("html"):
+                page = "<html><body><h1>502 Bad Gateway</h1></body></html>"
+                return _Reply(raw_body=page, content_type="text/html")
+            return _Reply(raw_body='{"id": "chatcmpl-cut", "choices": [{"index": 0, "mess')
         # Reasoning-model variants apply to any prompt (generation as well as judging).
         if name == "think":
             return _Reply(text=f"<think>\n{_THOUGHT}\n</think>\n\n{answer}")
@@ -520,6 +610,10 @@ _THOUGHT = (
     "Let me weigh the response against each attribute. It acknowledges the user's feelings, "
     "suggests concrete next steps and stays on topic; it could be more explicit about safety."
 )
+
+
+def _raw_response(reply: _Reply, headers: dict[str, str]) -> web.Response:
+    return web.Response(text=reply.raw_body or "", content_type=reply.content_type, headers=headers)
 
 
 def _n(params: dict[str, str], *, default: int | None) -> float:

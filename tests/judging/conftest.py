@@ -110,31 +110,35 @@ def _flush(url: str) -> None:
 
 
 class Worker:
-    """A real `celery worker` subprocess on the test database and Redis db 14."""
+    """A real `celery worker` (or, with beat=True, `celery beat`) subprocess on the test database
+    and Redis db 14."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self, env: dict[str, str], log: Path, *, concurrency: int = 2, beat: bool = False
+    ) -> None:
         self.env, self.log = env, log
+        self.concurrency, self.beat = concurrency, beat
         self.process: subprocess.Popen | None = None
 
     def start(self) -> Worker:
         handle = self.log.open("ab")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "mentalbench",
+        if self.beat:
+            schedule = self.log.with_suffix(".schedule")
+            command = ["beat", "--loglevel=INFO", f"--schedule={schedule}"]
+        else:
+            command = [
                 "worker",
                 "-P",
                 "prefork",
                 "-c",
-                "2",
+                str(self.concurrency),
                 "--loglevel=INFO",
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",
-            ],
+            ]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "mentalbench", *command],
             cwd=ROOT,
             env=self.env,
             stdout=handle,
@@ -175,6 +179,7 @@ def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable
         "REDIS_URL": WORKER_REDIS_URL,
         "JUDGING_RATELIMIT_REDIS_URL": WORKER_REDIS_URL,
         "JUDGING_LEASE_SECONDS": "4",
+        "JUDGING_SWEEP_SECONDS": "1",
         "DB_CONN_MAX_AGE": "0",
         "PYTHONUNBUFFERED": "1",
     }
@@ -184,8 +189,8 @@ def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable
     app.amqp._producer_pool = None
     workers: list[Worker] = []
 
-    def start(log_name: str = "worker.log") -> Worker:
-        worker = Worker(env, tmp_path / log_name).start()
+    def start(log_name: str = "worker.log", *, concurrency: int = 2, beat: bool = False) -> Worker:
+        worker = Worker(env, tmp_path / log_name, concurrency=concurrency, beat=beat).start()
         workers.append(worker)
         return worker
 

@@ -314,6 +314,40 @@ def test_gives_up_with_last_error_after_max_attempts(server: FakeLLMServer) -> N
 
 
 @pytest.mark.parametrize("provider", PROTOCOLS)
+@pytest.mark.parametrize("html", [0, 1])
+def test_http_200_body_that_is_not_json_is_transient_and_retried(
+    server: FakeLLMServer, provider: str, html: int
+) -> None:
+    # A cut-off JSON body makes the SDK's decoder raise JSONDecodeError; an HTML page makes the
+    # SDK hand back a string. Either used to escape the provider layer and kill the worker loop.
+    tag = marker("not_json", n=1, html=html)
+    config = endpoint(server, provider)
+    with pytest.raises(TransientError, match="response body is not JSON"):
+        run(complete(config, user="x " + tag, max_tokens=20))
+    result = run(complete_with_retries(config, user="x " + tag, max_tokens=20, base_delay=0.01))
+    assert result.attempts == 1 and result.text  # the marker's second call: a valid answer
+    assert len(server.requests_for(tag)) == 2
+
+
+def test_fake_server_counts_only_answers_a_client_received() -> None:
+    with FakeLLMServer() as fake:
+        config = endpoint(fake, "openai", timeout=0.3)
+        received = run(complete(config, user="hello", max_tokens=50))
+        with pytest.raises(TransientError):  # the client gives up before the answer comes
+            run(complete(config, user="x " + marker("slow", n=1, delay=1), max_tokens=50))
+        with pytest.raises(TransientError):
+            run(complete(config, user="x " + marker("not_json"), max_tokens=50))
+        time.sleep(1.2)  # the slow answer is written after the client left
+        assert fake.sent == {
+            "completions": 1,
+            "input_tokens": received.input_tokens,
+            "output_tokens": received.output_tokens,
+        }
+        # The abandoned slow request was still in the server while the next one came.
+        assert fake.counts["slow"] == 1 and fake.in_flight == 0 and fake.max_in_flight == 2
+
+
+@pytest.mark.parametrize("provider", PROTOCOLS)
 def test_timeout_is_transient_and_retried(server: FakeLLMServer, provider: str) -> None:
     tag = marker("slow", n=1, delay=3)
     config = endpoint(server, provider, timeout=0.3)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 from django.db.models import Count
 
-from annotation.models import Rating, Score
+from annotation.models import Rating, Response, Score
 from judging import selectors, services
 from judging.models import Run, RunItem
 from judging.prompts import DEFAULT_RUBRIC
-from tests.fakes.llm_server import FakeLLMServer
+from tests.fakes.llm_server import FakeLLMServer, scenario
 
 from .conftest import make_study, wait_for
 
@@ -76,8 +79,9 @@ def test_sigkilled_worker_mid_run_resumes_with_exactly_one_result_per_item(
         assert Rating.objects.filter(run=run).count() == at_crash
         assert _status(run) == Run.Status.RUNNING
 
-        # A new worker picks the run up by itself (worker_ready), takes over the dead worker's
-        # claims once their lease runs out, and finishes.
+        # Once the dead loops' lease runs out the sweeper (Celery beat) sends fresh loops; a new
+        # worker runs them, they take over the dead worker's claims, and the run finishes.
+        celery_worker_factory("beat.log", beat=True)
         celery_worker_factory("second-worker.log")
         wait_for(lambda: _status(run) == Run.Status.DONE, timeout=120, what="the resumed run")
         _assert_exactly_one_result_per_item(run, 2000)
@@ -111,3 +115,179 @@ def test_labelling_run_on_a_real_celery_worker(celery_worker_factory, endpoint_f
     assert not stored.exclude(status="complete").exists()
     progress = selectors.run_progress(run=run)
     assert (progress.total, progress.done, progress.failed) == (150, 150, 0)
+
+
+def test_a_redelivered_task_does_not_add_requests_in_flight(
+    celery_worker_factory, endpoint_factory
+):
+    from judging import tasks
+
+    with FakeLLMServer(delay=0.3) as server:
+        study = make_study("redelivery study", conversations=60, responders=("gpt4o", "llama_3"))
+        endpoint = endpoint_factory("openai", base_url=server.openai_base_url)
+        celery_worker_factory(concurrency=4)
+        run = services.judge_run_create(
+            study_id=study.id, endpoint=endpoint, concurrency=6, parallel_tasks=1
+        )
+        done = RunItem.objects.filter(run=run, status=RunItem.Status.DONE)
+        wait_for(lambda: done.count() >= 6, timeout=60, what="the first results")
+        # The broker delivers the task again (as after its visibility timeout), twice: three
+        # loops now work on the run, each of which used to keep `concurrency` requests in flight.
+        tasks.run_work.delay(run.id)
+        tasks.run_work.delay(run.id)
+        wait_for(lambda: _status(run) == Run.Status.DONE, timeout=120, what="the run to finish")
+        _assert_exactly_one_result_per_item(run, 120)
+        assert server.max_in_flight == 6
+
+
+def test_cancel_after_a_worker_was_killed_ends_cancelled_by_itself(
+    celery_worker_factory, endpoint_factory
+):
+    with FakeLLMServer(delay=0.2) as server:
+        study = make_study("cancel crash", conversations=200, responders=("gpt4o",))
+        endpoint = endpoint_factory("openai", base_url=server.openai_base_url)
+        celery_worker_factory("beat.log", beat=True)
+        first = celery_worker_factory("first-worker.log")
+        run = services.judge_run_create(study_id=study.id, endpoint=endpoint, concurrency=8)
+        running = RunItem.objects.filter(run=run, status=RunItem.Status.RUNNING)
+        wait_for(running.exists, timeout=60, what="requests in flight")
+        first.kill()
+        services.run_cancel(run_id=run.id)  # the admin's Cancel, after the worker died
+        assert _status(run) == Run.Status.CANCELLING  # the dead worker's items hold it
+        celery_worker_factory("second-worker.log")
+        wait_for(lambda: _status(run) == Run.Status.CANCELLED, timeout=60, what="the run to cancel")
+        assert not running.exists()
+        stored = Rating.objects.filter(run=run).count()
+        assert stored == RunItem.objects.filter(run=run, status="done").count() < 200
+
+
+# ------------------------------------------------------------------------------ fault injection
+
+FAULTS = [
+    # (every k-th item, offset, marker name, marker params, expected item status, rating status)
+    (60, 0, "429", {"n": 1, "retry_after": 1}, "done", "complete"),
+    (20, 1, "500", {"n": 2}, "done", "complete"),
+    (20, 2, "slow", {"n": 1, "delay": 2}, "done", "complete"),  # the client times out at 1 s
+    (20, 3, "not_json", {"n": 1}, "done", "complete"),
+    (20, 4, "not_json", {"n": 1, "html": 1}, "done", "complete"),
+    (20, 5, "missing_keys", {"n": 1}, "done", "complete"),  # re-asked, then valid
+    (20, 6, "truncated", {"n": 1}, "done", "complete"),
+    (20, 7, "missing_keys", {}, "failed", "invalid"),  # every re-ask unusable: raw text kept
+    (40, 8, "500", {"n": "all"}, "failed", None),  # the provider never answers: no rating
+    (40, 28, "not_json", {"n": "all"}, "failed", None),
+]
+
+
+def _fault(index: int) -> tuple[str, str, str | None]:
+    """(marker text, expected item status, expected rating status) of the index-th response."""
+    for every, offset, name, params, status, rating in FAULTS:
+        if index % every == offset:
+            return scenario(name, key=f"f{index}", **params), status, rating
+    return "", "done", "complete"
+
+
+def test_fault_injection_every_item_ends_once_and_the_run_ends_by_itself(
+    celery_worker_factory, endpoint_factory
+):
+    """429 with Retry-After, 500s, timeouts, non-JSON bodies and unusable answers; a worker
+    SIGKILLed twice and the task delivered a second time; nobody touches the run from outside:
+    the sweeper (Celery beat) restarts it after each crash and the run ends by itself.
+
+    Each kill happens while the fake server holds every answer (requests in flight, as nearly
+    always when a worker dies mid-run): no completion is then in a dead worker's memory, so the
+    tokens billed must equal, to the token, what the server delivered. (One that arrives in the
+    last half-second before a SIGKILL cannot be counted by anyone; docs/judging.md says so.)
+    """
+    from judging import tasks
+
+    responders = ("gpt4o", "llama_3")
+    with FakeLLMServer(delay=0.08) as server:
+        study = make_study(
+            "fault study",
+            conversations=300,
+            responders=responders,
+            text=lambda i, key: (
+                f"Try a regular bedtime. {_fault(2 * i + responders.index(key))[0]}"
+            ),
+        )
+        endpoint = endpoint_factory("openai", base_url=server.openai_base_url, timeout_s=1.0)
+        celery_worker_factory("beat.log", beat=True)
+        first = celery_worker_factory("first-worker.log", concurrency=3)
+        run = services.judge_run_create(
+            study_id=study.id,
+            endpoint=endpoint,
+            concurrency=16,
+            parallel_tasks=2,
+            max_output_attempts=2,
+        )
+        items = RunItem.objects.filter(run=run)
+        finished = items.filter(status__in=[RunItem.Status.DONE, RunItem.Status.FAILED])
+        running = items.filter(status=RunItem.Status.RUNNING)
+
+        def kill_mid_run(worker, *, after: int) -> set[int]:
+            wait_for(
+                lambda: finished.count() >= after and running.exists(),
+                timeout=120,
+                what=f"{after} finished items and requests in flight",
+            )
+            server.hold()
+            time.sleep(1.5)  # every answer received so far is billed within half a second
+            orphaned = set(running.values_list("id", flat=True))
+            worker.kill()
+            time.sleep(0.5)  # the server sees the dead worker's connections close
+            server.release()
+            assert finished.count() < 600, "the run finished before the crash; make it longer"
+            return orphaned
+
+        orphaned = kill_mid_run(first, after=100)
+        second = celery_worker_factory("second-worker.log", concurrency=3)
+        orphaned |= kill_mid_run(second, after=250)
+        third = celery_worker_factory("third-worker.log", concurrency=4)
+        wait_for(running.exists, timeout=60, what="the sweeper to restart the run")
+        tasks.run_work.delay(run.id)  # the broker delivers the task a second time
+        wait_for(
+            lambda: _status(run) in (Run.Status.DONE, Run.Status.FAILED, Run.Status.CANCELLED),
+            timeout=240,
+            what="the run to end by itself",
+        )
+        assert _status(run) == Run.Status.DONE
+        # Nothing but the sweeper sends loops after a crash (a starting worker only sweeps).
+        for worker in (second, third):
+            assert f"'restarted': [{run.id}]" in worker.log.read_text(), worker.log
+
+        # Every item ended done or failed exactly once, as its fault says.
+        expected = {}
+        for response_id, text in Response.objects.filter(conversation__study=study).values_list(
+            "id", "text"
+        ):
+            found = re.search(r"key=f(\d+)", text)
+            expected[response_id] = _fault(int(found[1]))[1:] if found else ("done", "complete")
+        assert items.count() == 600
+        ratings = Rating.objects.filter(run=run)
+        duplicates = ratings.values("response_id").annotate(n=Count("id")).filter(n__gt=1)
+        assert not duplicates.exists()
+        stored = dict(ratings.values_list("response_id", "status"))
+        for response_id, status in items.values_list("response_id", "status"):
+            assert (status, stored.get(response_id)) == expected[response_id], response_id
+        complete = [r for r in ratings if r.status == Rating.Status.COMPLETE]
+        assert Score.objects.filter(rating__run=run).count() == len(complete) * len(DEFAULT_RUBRIC)
+
+        # Counters agree with the rows, and the tokens billed with what the server delivered.
+        progress = selectors.run_progress(run=run)
+        want_failed = sum(1 for status, _ in expected.values() if status == "failed")
+        assert (progress.total, progress.pending, progress.running) == (600, 0, 0)
+        assert (progress.done, progress.failed) == (600 - want_failed, want_failed)
+        assert progress.billed_completions == server.sent["completions"]
+        assert progress.billed_input_tokens == server.sent["input_tokens"]
+        assert progress.billed_output_tokens == server.sent["output_tokens"]
+        assert progress.input_tokens <= progress.billed_input_tokens
+        # The dead workers' items were claimed again and ended once.
+        assert orphaned
+        assert items.filter(id__in=orphaned, attempts__gte=2).count() == len(orphaned)
+        print(
+            f"{progress.done} done, {progress.failed} failed; {len(orphaned)} items orphaned by "
+            f"two SIGKILLs; server delivered {server.sent['completions']} completions, "
+            f"{progress.billed_completions} billed, tokens stored "
+            f"{progress.input_tokens + progress.output_tokens} of billed "
+            f"{progress.billed_input_tokens + progress.billed_output_tokens}"
+        )
