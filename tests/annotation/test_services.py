@@ -25,6 +25,10 @@ from annotation.services import (
 
 from .conftest import at_once, make_clinician, make_study
 
+# Filters, exports and saves must work on every supported database: bin/test runs these on
+# SQLite as well.
+pytestmark = pytest.mark.portable
+
 
 def _attributes(assignment):
     return list(assignment.conversation.study.rubric.attributes.all())
