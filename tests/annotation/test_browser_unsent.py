@@ -21,7 +21,12 @@ from annotation.services import assignments_create, study_get_or_create
 
 from .conftest import RESPONDERS, make_study
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# Also run on SQLite by bin/test (marker portable): the embedded default must keep edits too.
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.portable,
+    pytest.mark.django_db(transaction=True),
+]
 
 ATTRIBUTES = 7
 SAVES = re.compile(r"/rate/[^/]+/(save|labels)$")  # the score/rationale and label autosaves
