@@ -78,7 +78,7 @@ def _rating_filter(study: Study, filters: Filters, prefix: str = "") -> Q:
     p = prefix
     q = Q(**{f"{p}response__conversation__study": study})
     if filters.condition:
-        q &= Q(**{f"{p}response__conversation__conditions__contains": [filters.condition]})
+        q &= Q(**{f"{p}response__conversation__conditions__has_element": filters.condition})
     if filters.source:
         q &= Q(**{f"{p}response__conversation__source": filters.source})
     if filters.clinician:
@@ -282,7 +282,7 @@ def coverage(*, study: Study, filters: Filters | None = None) -> dict[str, objec
     filters = filters or Filters()
     conversations = Conversation.objects.filter(study=study)
     if filters.condition:
-        conversations = conversations.filter(conditions__contains=[filters.condition])
+        conversations = conversations.filter(conditions__has_element=filters.condition)
     if filters.source:
         conversations = conversations.filter(source=filters.source)
     complete = Rating.objects.filter(_rating_filter(study, filters), status=Rating.Status.COMPLETE)

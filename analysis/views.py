@@ -178,9 +178,24 @@ def _study(study_id: int) -> Study:
     return get_object_or_404(Study.objects.select_related("rubric"), pk=study_id)
 
 
-def _form_and_report(request: HttpRequest, study: Study) -> tuple[ReportFilterForm, StudyReport]:
+def _form_and_report(
+    request: HttpRequest, study: Study
+) -> tuple[ReportFilterForm, StudyReport | None]:
+    """The report for the requested subset, or None when the request names a filter or
+    parameter that is not valid: never the whole study's numbers under a filter it asked for."""
     form = ReportFilterForm(request.GET or None, choices=filter_choices(study=study))
+    if form.is_bound and not form.is_valid():
+        return form, None
     return form, study_report(study=study, filters=form.filters(), params=form.params())
+
+
+def _filter_errors(form: ReportFilterForm) -> list[str]:
+    return [
+        f"{form.fields[name].label or name.capitalize()}: {' '.join(errors)}"
+        if name in form.fields
+        else " ".join(errors)
+        for name, errors in form.errors.items()
+    ]
 
 
 @require_GET
@@ -195,6 +210,10 @@ def study_list(request: HttpRequest) -> HttpResponse:
 def dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
     form, report = _form_and_report(request, study)
+    if report is None:
+        context = {"study": study, "form": form, "filter_errors": _filter_errors(form)}
+        template = "analysis/_filter_error.html" if request.htmx else "analysis/dashboard.html"
+        return render(request, template, context, status=400)
     names = [
         "reliability", "human_means", "ranking", "interrater", "calibration", "rouge",
         "rouge_correlation",
@@ -222,6 +241,12 @@ def table_csv(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
     if name not in TABLES:
         return HttpResponse(status=404)
     form, report = _form_and_report(request, study)
+    if report is None:
+        return HttpResponse(
+            "Not exported: " + "; ".join(_filter_errors(form)) + "\n",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
     table = report.table(name)
     if table is None:
         table = pd.DataFrame(columns=list(TABLES[name].columns))

@@ -14,7 +14,9 @@ are separate programs: one Python process driving 50 threads would itself queue 
 add that wait to every measured latency.
 
 It creates (and drops first) the database `mentalbench_bench` on $BENCH_PG
-(default postgres://postgres@127.0.0.1:5432). Not a test: figures depend on the machine.
+(default postgres://postgres@127.0.0.1:5432). With `--sqlite` it runs against the embedded
+default instead: a fresh SQLite file (bench.sqlite3 in a temporary directory) with the settings
+`bin/up` uses. Not a test: figures depend on the machine.
 """
 
 import argparse
@@ -24,9 +26,11 @@ import random
 import re
 import resource
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -54,6 +58,19 @@ def cpu_seconds(master: int) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / tick
+
+
+def create_sqlite_database() -> str:
+    directory = Path(tempfile.mkdtemp(prefix="mentalbench-bench-"))
+    return f"sqlite:///{directory / 'bench.sqlite3'}"
+
+
+def connect(database_url: str):
+    """A DB-API connection for the check: psycopg for PostgreSQL, sqlite3 for the embedded
+    default (both offer connection.execute)."""
+    if database_url.startswith("sqlite:///"):
+        return sqlite3.connect(database_url.removeprefix("sqlite:///"))
+    return psycopg.connect(database_url)
 
 
 def create_database(server: str) -> str:
@@ -149,7 +166,10 @@ class Clinician(threading.Thread):
             next_save += 1.0
             if time.monotonic() >= next_page:
                 next_page += 15
-                self.load_page()
+                try:
+                    self.load_page()
+                except httpx.HTTPError as exc:  # a failed reload is a failure, not a dead thread
+                    self.failures.append(f"page load: {exc!r}"[:120])
             item, attribute = self.rng.choice(fields)
             score = self.rng.randint(1, 5)
             data = {
@@ -206,7 +226,8 @@ def verify(database_url: str, acked_per_clinician: list[list[tuple[str, int, int
                 expected_changes += 1
             last[(item, attribute)] = score
         expected_final.update(last)
-    with psycopg.connect(database_url) as conn:
+    conn = connect(database_url)
+    try:
         stored = dict(
             ((item, attribute), value)
             for item, attribute, value in conn.execute(
@@ -224,6 +245,8 @@ def verify(database_url: str, acked_per_clinician: list[list[tuple[str, int, int
             """SELECT count(*) FROM (SELECT rater_id, response_id FROM annotation_rating
                GROUP BY rater_id, response_id HAVING count(*) > 1) d"""
         ).fetchone()[0]
+    finally:
+        conn.close()
     lost = sum(1 for key, value in expected_final.items() if stored.get(key) != value)
     unexpected = sum(1 for key in stored if key not in expected_final)
     return {
@@ -245,10 +268,16 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--client-processes", type=int, default=5)
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--sqlite", action="store_true", help="the embedded default (a SQLite file), not PostgreSQL"
+    )
     args = parser.parse_args()
 
-    server = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-    database_url = create_database(server)
+    if args.sqlite:
+        database_url = create_sqlite_database()
+    else:
+        server = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+        database_url = create_database(server)
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -306,6 +335,7 @@ def main() -> int:
     saves = [ms for r in results for ms in r["save_ms"]]
     pages = [ms for r in results for ms in r["page_ms"]]
     failures = [f for r in results for f in r["failures"]]
+    print(f"database: {'SQLite file' if args.sqlite else 'PostgreSQL'}")
     print(
         f"{args.clinicians} clinicians in {n} client processes, {args.seconds} s, gunicorn "
         f"{args.workers} workers x {args.threads} threads, {os.cpu_count()} CPUs"

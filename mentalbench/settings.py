@@ -173,6 +173,19 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# --- Embedded SQLite default: safe under concurrent autosaves (docs/sqlite.md) ---
+# Several gunicorn workers write one file. The write-ahead log lets readers run beside the one
+# writer; IMMEDIATE transactions take the write lock when they begin, so a transaction never has
+# to upgrade a read lock mid-way (SQLite answers that with "database is locked" at once, without
+# waiting); the busy timeout makes a writer wait its turn instead of failing. Commits stay
+# fully synced (synchronous=FULL, the default): an acknowledged save survives a power cut.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,  # seconds a transaction waits for the write lock
+        "init_command": "PRAGMA journal_mode=WAL",
+        **DATABASES["default"].get("OPTIONS", {}),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

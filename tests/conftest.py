@@ -20,7 +20,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if "postgresql" not in engine and not os.environ.get("MENTALBENCH_ALLOW_SQLITE_TESTS"):
         raise pytest.UsageError(
             f"the tests need PostgreSQL, but the database engine is {engine}: run bin/test, or set "
-            "DATABASE_URL=postgres://postgres@127.0.0.1:5432/mentalbench"
+            "DATABASE_URL=postgres://postgres@127.0.0.1:5432/mentalbench (the tests marked "
+            "`portable` also run on SQLite: MENTALBENCH_ALLOW_SQLITE_TESTS=1 pytest -m portable)"
         )
 
 
@@ -40,6 +41,22 @@ def _encryption_key(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("MENTALBENCH_ENCRYPTION_KEYS", TEST_ENCRYPTION_KEY)
     with override_settings(MENTALBENCH_ENCRYPTION_KEYS=[TEST_ENCRYPTION_KEY]):
         yield
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
+    """On SQLite, test on a file beside the configured one, as the embedded default runs.
+
+    Django's default SQLite test database is a shared-cache in-memory one, whose table locks
+    fail at once ("database table is locked") instead of waiting out the busy timeout: the
+    concurrent-save tests would test that, not the settings the platform runs with.
+    """
+    from django.db import connections
+
+    db = connections["default"].settings_dict
+    if db["ENGINE"].endswith("sqlite3") and not db["TEST"].get("NAME"):
+        name = Path(db["NAME"])
+        db["TEST"]["NAME"] = str(name.with_name(f"test_{name.name}"))
 
 
 def require_shared() -> Path:

@@ -11,6 +11,68 @@
   const dirty = new Set(); // elements whose latest edit the server has not acknowledged
   let lastInteraction = Date.now();
 
+  // Unsent edits are also kept in localStorage until the server acknowledges them, so closing or
+  // reloading the tab mid-save loses nothing: the next load of this page sends them again, with
+  // the time of the edit, and the server's edit clock keeps the newest value as for two tabs.
+  // Only what the page itself posts is stored: blinded item tokens, attribute ids and values.
+  const storeKey = "mentalbench.unsent:" + window.location.pathname;
+  function fieldKey(elt) {
+    return elt.getAttribute("hx-post") + "|" + (elt.getAttribute("hx-vals") || "");
+  }
+  function readUnsent() {
+    try {
+      return JSON.parse(window.localStorage.getItem(storeKey) || "{}");
+    } catch (error) {
+      return {}; // storage disabled or unreadable: autosave still works, without this safety net
+    }
+  }
+  function writeUnsent(unsent) {
+    try {
+      if (Object.keys(unsent).length) window.localStorage.setItem(storeKey, JSON.stringify(unsent));
+      else window.localStorage.removeItem(storeKey);
+    } catch (error) {
+      // Full or disabled storage: the edit is still being sent; only the net is missing.
+    }
+  }
+  // The values of one field as [name, value] pairs: its checked choices or its text.
+  function valuesOf(elt) {
+    const inputs = elt.matches("input, textarea") ? [elt] : elt.querySelectorAll("input, textarea");
+    const pairs = [];
+    inputs.forEach(function (input) {
+      if (input.type === "radio" || input.type === "checkbox") {
+        if (input.checked) pairs.push([input.name, input.value]);
+      } else {
+        pairs.push([input.name, input.value]);
+      }
+    });
+    return pairs;
+  }
+  function restore(elt, pairs) {
+    const inputs = elt.matches("input, textarea") ? [elt] : elt.querySelectorAll("input, textarea");
+    inputs.forEach(function (input) {
+      if (input.type === "radio" || input.type === "checkbox") {
+        input.checked = pairs.some(function (p) { return p[0] === input.name && p[1] === input.value; });
+      } else {
+        const pair = pairs.find(function (p) { return p[0] === input.name; });
+        if (pair) input.value = pair[1];
+      }
+    });
+  }
+  function remember(elt) {
+    const unsent = readUnsent();
+    unsent[fieldKey(elt)] = { edited: elt.dataset.edited, values: valuesOf(elt) };
+    writeUnsent(unsent);
+  }
+  function forget(elt, edited) {
+    const unsent = readUnsent();
+    const entry = unsent[fieldKey(elt)];
+    // A newer edit of the same field may have been stored meanwhile: that one stays.
+    if (entry && entry.edited === edited) {
+      delete unsent[fieldKey(elt)];
+      writeUnsent(unsent);
+    }
+  }
+
   function show(text, cls) {
     state.innerHTML = "";
     const span = document.createElement("span");
@@ -26,10 +88,42 @@
     if (!elt) return;
     elt.dataset.edited = String(Date.now());
     dirty.add(elt);
+    remember(elt);
     show("Saving…", "saving");
   }
   root.addEventListener("change", edited, true);
   root.addEventListener("input", edited, true);
+
+  // Edits a previous load of this page did not get acknowledged: show them and send them again
+  // through the same request as a fresh edit, keeping their original edit time.
+  (function resend() {
+    const unsent = readUnsent();
+    const fields = {};
+    root.querySelectorAll("[hx-post]").forEach(function (elt) { fields[fieldKey(elt)] = elt; });
+    Object.keys(unsent).forEach(function (key) {
+      const elt = fields[key];
+      const entry = unsent[key];
+      if (!elt || !entry || !entry.edited) {
+        delete unsent[key]; // a field this page no longer has
+        return;
+      }
+      restore(elt, entry.values);
+      elt.dataset.edited = entry.edited;
+      dirty.add(elt);
+    });
+    writeUnsent(unsent);
+    if (!dirty.size) return;
+    show("Saving…", "saving");
+    // Only once htmx has processed the page (its own DOMContentLoaded handler, registered
+    // first, runs first) does an element listen to its "retry" trigger.
+    function send() {
+      window.setTimeout(function () {
+        dirty.forEach(function (elt) { htmx.trigger(elt, "retry"); });
+      }, 0);
+    }
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", send);
+    else send();
+  })();
 
   document.body.addEventListener("htmx:configRequest", function (event) {
     const elt = event.detail.elt;
@@ -47,6 +141,8 @@
     // htmx fires this after swapping the server's message into #save-state: that message
     // stands unless other edits are still on their way.
     if (event.detail.successful) {
+      // Stored, or a newer value from another tab kept: either way this edit is settled.
+      forget(elt, elt.dataset.sending);
       if (elt.dataset.sending === elt.dataset.edited) dirty.delete(elt);
       if (dirty.size) show("Saving…", "saving");
     } else if (status === 0 || status >= 500) {
@@ -54,7 +150,10 @@
       show("Not saved yet — retrying…", "unsaved");
       setTimeout(function () { htmx.trigger(elt, "retry"); }, 3000);
     } else {
-      dirty.delete(elt); // refused for good (locked, invalid): the server's message is shown
+      // Refused for good (locked, invalid): the server's message is shown, and sending the
+      // same edit again on the next load would only be refused again.
+      forget(elt, elt.dataset.sending);
+      dirty.delete(elt);
     }
   });
 

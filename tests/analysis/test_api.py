@@ -14,6 +14,10 @@ from analysis.models import ExportLog, RaterCode
 from analysis.pseudonyms import rater_codes_ensure
 from annotation.models import Study
 
+# Filters, exports and saves must work on every supported database: bin/test runs these on
+# SQLite as well.
+pytestmark = pytest.mark.portable
+
 
 @pytest.fixture
 def api(researcher) -> APIClient:
@@ -73,6 +77,17 @@ def test_reliability_report_with_query_parameters(api, small_study):
     assert {"icc_c1", "ci_low", "ci_high", "status", "bias", "mse", "verdict"} <= set(row)
     assert api.get(f"/api/studies/{pk}/reports/nope/").status_code == 404
     assert api.get(f"/api/studies/{pk}/reports/reliability/", {"bootstrap": "x"}).status_code == 400
+
+
+def test_readme_condition_and_judge_example_is_filtered(api, small_study):
+    url = f"/api/studies/{small_study.study.pk}/reports/reliability/"
+    response = api.get(url, {"condition": "depression", "judge": "judge-x", "bootstrap": 50})
+    assert response.status_code == 200
+    rows = response.json()["rows"]
+    assert {r["judge"] for r in rows} == {"judge-x"} and len(rows) == 7
+    everything = api.get(url, {"judge": "judge-x", "bootstrap": 50}).json()["rows"]
+    # Half the conversations carry "depression": the filtered rows rest on fewer pairs.
+    assert rows[0]["n_pairs"] < everything[0]["n_pairs"]
 
 
 def test_export_through_the_api_is_logged(api, small_study, researcher):

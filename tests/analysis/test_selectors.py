@@ -11,6 +11,10 @@ from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import Filters, scores_frame
 from annotation.models import Rating, Score
 
+# Filters, exports and saves must work on every supported database: bin/test runs these on
+# SQLite as well.
+pytestmark = pytest.mark.portable
+
 
 def test_frame_has_every_complete_score_and_nothing_else(
     small_study, django_assert_max_num_queries
@@ -193,3 +197,15 @@ def test_as_published_reads_imported_clinician_cells_with_the_same_rule(small_st
     ]  # fmt: skip
     assert sorted(rows["attribute"]) == sorted(a for a in ATTRS if a != "Safety")
     assert (rows["score"] == 0).all()
+
+
+def test_condition_filter_matches_whole_labels_only(small_study):
+    from annotation.models import Conversation
+
+    study = small_study.study
+    # "anx" is inside the JSON text of every conversation's labels, but is no label.
+    assert scores_frame(study=study, filters=Filters(condition="anx")).empty
+    assert not Conversation.objects.filter(study=study, conditions__has_element="anx").exists()
+    assert Conversation.objects.filter(study=study, conditions__has_element="anxiety").count() == 8
+    covered = selectors.coverage(study=study, filters=Filters(condition="depression"))
+    assert covered["conversations"] == 4

@@ -10,6 +10,10 @@ from django.urls import reverse
 
 from analysis.models import ExportLog
 
+# Filters, exports and saves must work on every supported database: bin/test runs these on
+# SQLite as well.
+pytestmark = pytest.mark.portable
+
 
 @pytest.fixture
 def urls(small_study):
@@ -61,6 +65,40 @@ def test_htmx_filter_returns_only_the_report_partial(client, researcher, urls):
     assert response.status_code == 200
     assert "<html" not in html and "Coverage" in html
     assert "judge-x" not in html.split("Agreement among clinicians")[0]
+
+
+def test_condition_filter_shows_that_subset(client, researcher, urls):
+    client.force_login(researcher)
+    response = client.get(urls["dashboard"], {"condition": "depression"})
+    assert response.status_code == 200
+    coverage = response.context["report"].coverage
+    assert coverage["conversations"] == 4
+    rows = list(
+        csv.DictReader(
+            io.StringIO(client.get(urls["table"], {"condition": "depression"}).content.decode())
+        )
+    )
+    assert len(rows) == 14
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_refused_filter_shows_an_error_and_no_numbers(client, researcher, urls, htmx):
+    client.force_login(researcher)
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = client.get(urls["dashboard"], {"condition": "no-such-label"}, **headers)
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "No report for this filter" in html and "no-such-label" in html
+    assert "Coverage" not in html and "judge-x" not in html.split("filter-error")[-1]
+    assert ("<html" in html) is not htmx
+
+
+def test_refused_filter_exports_nothing(client, researcher, urls):
+    client.force_login(researcher)
+    response = client.get(urls["table"], {"source": "Z"})
+    assert response.status_code == 400
+    assert response.content.decode().startswith("Not exported: Source:")
+    assert not ExportLog.objects.exists()
 
 
 def test_cached_dashboard_runs_few_queries(client, researcher, urls, django_assert_max_num_queries):

@@ -118,10 +118,10 @@ def alice(client, clinician):
     return client
 
 
-def wait_saved(page) -> None:
+def wait_saved(page, timeout: float = 15000) -> None:
     """Wait until the page says every change is saved.
 
     A Playwright locator assertion, not `wait_for_function`: that evaluates a string in the page,
     which the Content-Security-Policy (no eval) refuses.
     """
-    expect(page.locator("#save-state")).to_contain_text("All changes saved", timeout=5000)
+    expect(page.locator("#save-state")).to_contain_text("All changes saved", timeout=timeout)

@@ -21,6 +21,10 @@ from judging.prompts import DEFAULT_DISTORTIONS
 
 from .conftest import at_once, make_clinician
 
+# Filters, exports and saves must work on every supported database: bin/test runs these on
+# SQLite as well.
+pytestmark = pytest.mark.portable
+
 MESSAGES = [
     "I failed one exam so I will never amount to anything.",
     "Everyone at work must think I'm useless.",

@@ -25,6 +25,10 @@ from annotation.services import (
 
 from .conftest import at_once, make_clinician, make_study
 
+# Filters, exports and saves must work on every supported database: bin/test runs these on
+# SQLite as well.
+pytestmark = pytest.mark.portable
+
 
 def _attributes(assignment):
     return list(assignment.conversation.study.rubric.attributes.all())
@@ -324,3 +328,29 @@ def test_two_tabs_saving_at_once_make_one_rating_and_keep_every_edit(django_user
     assert Rating.objects.filter(rater=clinician).count() == 1
     scores = dict(Score.objects.filter(rating__rater=clinician).values_list("attribute", "value"))
     assert scores == {attributes[0].pk: 5, attributes[1].pk: 3}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_clinicians_saving_at_once_all_succeed(django_user_model):
+    """Eight connections save at the same instant, each its own clinician's score (on SQLite,
+    one file and one writer at a time): every save is stored, none fails as locked."""
+    study = make_study(conversations=1)
+    clinicians = [make_clinician(django_user_model, f"crowd{n}") for n in range(8)]
+    assignments = assignments_create(
+        study=study, clinicians=clinicians, overlap=8, overlap_fraction=1.0
+    )
+    saves = []
+    for n, assignment in enumerate(assignments):
+        clinician = assignment.rater
+        item = assignment.items.first()
+        attributes = _attributes(assignment)
+        attribute = attributes[n % len(attributes)]
+        saves.append(
+            lambda a=assignment, i=item, c=clinician, at=attribute, s=n % 5 + 1: rating_save(
+                assignment=a, item_token=i.token, user=c.user, attribute_id=at.pk, score=s
+            )
+        )
+    for _ in range(3):
+        results = at_once(*saves)
+        assert all(result.saved for result in results)
+    assert Score.objects.filter(rating__rater__name__startswith="crowd").count() == 8

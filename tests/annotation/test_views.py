@@ -12,6 +12,10 @@ from annotation.services import assignments_create
 
 from .conftest import make_clinician
 
+# Filters, exports and saves must work on every supported database: bin/test runs these on
+# SQLite as well.
+pytestmark = pytest.mark.portable
+
 
 def _save(client, assignment, **data):
     return client.post(reverse("annotation:save", args=[assignment.token]), data)

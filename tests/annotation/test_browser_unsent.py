@@ -1,0 +1,186 @@
+"""Edits survive a reload mid-save in real chromium: the page keeps unsent edits in localStorage
+and sends them on the next load, where the server's edit clock keeps the newest value."""
+
+import json
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
+
+from annotation.models import (
+    Conversation,
+    LabelAnnotation,
+    Rater,
+    Rating,
+    RatingChange,
+    Score,
+    Study,
+)
+from annotation.roles import CLINICIAN, role_add
+from annotation.services import assignments_create, study_get_or_create
+
+from .conftest import RESPONDERS, make_study, wait_saved
+
+# Also run on SQLite by bin/test (marker portable): the embedded default must keep edits too.
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.portable,
+    pytest.mark.django_db(transaction=True),
+]
+
+ATTRIBUTES = 7
+SAVES = re.compile(r"/rate/[^/]+/(save|labels)$")  # the score/rationale and label autosaves
+
+
+def _clinician(name: str) -> Rater:
+    user = get_user_model().objects.create_user(username=name, password=f"{name}-password-1")
+    role_add(user=user, role=CLINICIAN)
+    return Rater.objects.create(kind="clinician", name=name, user=user)
+
+
+def _login(page, name: str) -> None:
+    page.goto("/accounts/login/")
+    page.fill("#id_username", name)
+    page.fill("#id_password", f"{name}-password-1")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+
+
+def _tab_to(page, selector: str, limit: int = 200) -> None:
+    for _ in range(limit):
+        if page.evaluate(f"document.activeElement.matches({selector!r})"):
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"Tab never reached {selector}")
+
+
+def _unsent(page) -> str:
+    return page.evaluate(
+        "Object.keys(localStorage).filter(k => k.startsWith('mentalbench.unsent:'))"
+        ".map(k => localStorage.getItem(k)).join('')"
+    )
+
+
+class SaveJam:
+    """Jams the page's save requests until it is reloaded, which then still says "Saving…":
+    with `deliver`, every other request goes through; the others, or all without `deliver`, stay
+    in flight, never answered, until the reload cancels them."""
+
+    def __init__(self, page, *, deliver: bool) -> None:
+        self.page, self.deliver, self.seen, self.held = page, deliver, 0, []
+
+    def __enter__(self) -> "SaveJam":
+        self.page.route(SAVES, self._handle)
+        return self
+
+    def _handle(self, route) -> None:
+        self.seen += 1
+        if self.deliver and self.seen % 2:
+            route.continue_()
+        else:
+            self.held.append(route)  # never answered: still in flight at the reload
+
+    def __exit__(self, *exc) -> None:
+        self.page.unroute(SAVES, self._handle)
+
+
+def test_reload_mid_save_keeps_every_score_and_rationale(django_db_setup, page, live_server):
+    study = make_study(name="Unsent study", conversations=1, responders=RESPONDERS[:2])
+    rater = _clinician("ida")
+    (assignment,) = assignments_create(study=study, clinicians=[rater])
+    _login(page, "ida")
+    page.goto(f"/rate/{assignment.token}/")
+    page.on("dialog", lambda dialog: dialog.accept())  # "leave the page?" while saves pend
+
+    wanted = {card: [(card + a) % 5 + 1 for a in range(ATTRIBUTES)] for card in (0, 1)}
+    with SaveJam(page, deliver=True) as jam:
+        for card, scores in wanted.items():
+            _tab_to(page, f"#response-{card} input[type=radio]")
+            for score in scores:
+                page.keyboard.press(str(score))
+                page.keyboard.press("Tab")
+            page.keyboard.type(f"Why card {card}.")
+        page.wait_for_timeout(1000)  # the rationale's 700 ms debounce fires into the jam
+        assert jam.seen >= 2 * ATTRIBUTES and jam.held
+        assert "All changes saved" not in page.inner_text("#save-state")
+        unsent = _unsent(page)
+        # Blinded tokens and values only: nothing says who wrote a response.
+        for key, name, family in RESPONDERS:
+            assert key not in unsent and name not in unsent and family not in unsent
+        stored_before = Score.objects.filter(rating__assignment=assignment).count()
+        assert stored_before < 2 * ATTRIBUTES  # the jam really kept edits from the server
+        page.reload()
+    wait_saved(page)
+
+    assert _unsent(page) == ""
+    for card, scores in wanted.items():
+        checked = page.locator(f"#response-{card} input:checked").evaluate_all(
+            "els => els.map(e => Number(e.value))"
+        )
+        assert checked == scores
+    items = list(assignment.items.order_by("position"))  # the page's order
+    for card, scores in wanted.items():
+        rating = Rating.objects.get(assignment=assignment, response=items[card].response)
+        stored = dict(rating.scores.values_list("attribute__position", "value"))
+        assert [stored[p] for p in sorted(stored)] == scores
+        assert rating.rationale == f"Why card {card}."
+    # Sent again after the reload, each edit was still stored and audited once.
+    changes = RatingChange.objects.filter(rating__assignment=assignment, field="score")
+    assert changes.count() == 2 * ATTRIBUTES
+
+
+def test_a_newer_value_from_another_tab_wins_over_an_unsent_older_edit(
+    django_db_setup, page, live_server
+):
+    study = make_study(name="Unsent two tabs", conversations=1, responders=RESPONDERS[:1])
+    rater = _clinician("joe")
+    (assignment,) = assignments_create(study=study, clinicians=[rater])
+    _login(page, "joe")
+    page.goto(f"/rate/{assignment.token}/")
+    page.on("dialog", lambda dialog: dialog.accept())
+    with SaveJam(page, deliver=False) as jam:
+        _tab_to(page, "#response-0 input[type=radio]")
+        page.keyboard.press("2")
+        page.wait_for_timeout(300)
+        assert jam.held and not Score.objects.exists()
+        # Meanwhile another tab saves 5 for the same field, later.
+        other = page.context.new_page()
+        other.goto(f"/rate/{assignment.token}/")
+        other.locator('#response-0 input[type=radio][value="5"]').first.check()
+        wait_saved(other)
+    other.close()
+    page.reload()
+    expect(page.locator("#save-state .saving")).to_have_count(0, timeout=15000)
+    assert Score.objects.get().value == 5  # the older unsent edit did not overwrite it
+    assert _unsent(page) == ""
+
+
+def test_reload_mid_save_keeps_the_distortion_labels(django_db_setup, page, live_server):
+    study, _ = study_get_or_create(
+        name="Unsent labels", kind=Study.Kind.DISTORTION_LABELLING, label_scheme="ranked"
+    )
+    Conversation.objects.create(study=study, external_id="u0", context="Nobody ever calls me.")
+    rater = _clinician("ana")
+    (assignment,) = assignments_create(study=study, clinicians=[rater])
+    _login(page, "ana")
+    page.goto(f"/rate/{assignment.token}/")
+    page.on("dialog", lambda dialog: dialog.accept())
+    with SaveJam(page, deliver=False) as jam:
+        _tab_to(page, "#dominant-group input[type=radio]")
+        page.keyboard.press("Space")
+        page.keyboard.press("ArrowDown")  # Overgeneralization
+        _tab_to(page, "#secondary-group input[type=radio]")
+        for _ in range(10):
+            page.keyboard.press("ArrowDown")  # Labeling
+        page.wait_for_timeout(300)
+        assert jam.held  # one in flight; the form queues the newer selections behind it
+        stored = LabelAnnotation.objects.filter(rater=rater).values_list("labels", flat=True)
+        assert ["Overgeneralization", "Labeling"] not in list(stored)
+        assert json.loads(_unsent(page))
+        page.reload()
+    wait_saved(page)
+    annotation = LabelAnnotation.objects.get(rater=rater, conversation__study=study)
+    assert annotation.labels == ["Overgeneralization", "Labeling"]
+    assert page.is_checked('#secondary-group input[value="Labeling"]')
+    assert _unsent(page) == ""
