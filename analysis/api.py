@@ -26,11 +26,10 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response as ApiResponse
 
-from analysis.export import ExportCount, long_csv, wide_csv
 from analysis.models import ExportLog, RaterCode
 from analysis.pseudonyms import RaterLabels, identified_check, identified_requested
 from analysis.selectors import Filters, ReportParams, StudyReport, study_report
-from analysis.services import export_log_create, export_logged
+from analysis.services import export_log_create, ratings_export_start
 from annotation.models import LabelAnnotation, Rater, Rating, Score, Study
 from annotation.roles import can_read_analysis
 
@@ -246,19 +245,14 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         wide = request.query_params.get("layout") == "wide"
         identified = identified_requested(request.query_params.get("identified"))
         identified_check(user=request.user, identified=identified)
-        what = "ratings-wide" if wide else "ratings-long"
-        count = ExportCount()
-        log = export_log_create(
+        what, chunks = ratings_export_start(
             user=request.user,
             study=study,
+            wide=wide,
+            identified=identified,
             channel=ExportLog.Channel.API,
-            what=what,
-            params={"identified": identified},
         )
-        chunks = (wide_csv if wide else long_csv)(study=study, count=count, identified=identified)
-        response = StreamingHttpResponse(
-            export_logged(chunks=chunks, count=count, log=log), content_type="text/csv"
-        )
+        response = StreamingHttpResponse(chunks, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-{what}.csv"'
         return response
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from analysis.export import ExportCount
+from analysis.export import ExportCount, long_csv, wide_csv
 from analysis.models import ExportLog
 from annotation.models import Study
 
@@ -31,3 +31,18 @@ def export_logged(*, chunks: Iterator[str], count: ExportCount, log: ExportLog) 
     """Pass a streaming export through and store its row count once it is fully sent."""
     yield from chunks
     export_log_finish(log=log, rows=count.rows)
+
+
+def ratings_export_start(
+    *, user, study: Study, wide: bool, identified: bool, channel: str
+) -> tuple[str, Iterator[str]]:
+    """Start a logged export of every score of `study`: the audit row is written now, its row
+    count once the last chunk is sent. Returns what was exported ("ratings-long"/"-wide") and
+    the CSV chunks. The caller has already checked that `user` may see `identified` data."""
+    what = "ratings-wide" if wide else "ratings-long"
+    count = ExportCount()
+    log = export_log_create(
+        user=user, study=study, channel=channel, what=what, params={"identified": identified}
+    )
+    chunks = (wide_csv if wide else long_csv)(study=study, count=count, identified=identified)
+    return what, export_logged(chunks=chunks, count=count, log=log)

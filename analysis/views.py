@@ -20,12 +20,11 @@ from django.views.decorators.http import require_GET
 
 from analysis import charts, distortions
 from analysis.distortion_selectors import consensus_export_rows, distortion_report
-from analysis.export import ExportCount, long_csv, wide_csv
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
 from analysis.models import ExportLog
 from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import StudyReport, filter_choices, study_report
-from analysis.services import export_log_create, export_log_finish, export_logged
+from analysis.services import export_log_create, export_log_finish, ratings_export_start
 from annotation.csvsafe import safe_frame, safe_writer
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
@@ -276,19 +275,14 @@ def ratings_csv(request: HttpRequest, study_id: int) -> StreamingHttpResponse:
     wide = request.GET.get("layout") == "wide"
     identified = identified_requested(request.GET.get("identified"))
     identified_check(user=request.user, identified=identified)
-    what = "ratings-wide" if wide else "ratings-long"
-    count = ExportCount()
-    log = export_log_create(
+    what, chunks = ratings_export_start(
         user=request.user,
         study=study,
+        wide=wide,
+        identified=identified,
         channel=ExportLog.Channel.WEB,
-        what=what,
-        params={"identified": identified},
     )
-    chunks = (wide_csv if wide else long_csv)(study=study, count=count, identified=identified)
-    response = StreamingHttpResponse(
-        export_logged(chunks=chunks, count=count, log=log), content_type="text/csv; charset=utf-8"
-    )
+    response = StreamingHttpResponse(chunks, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{slugify(study.name)}-{what}.csv"'
     return response
 

@@ -125,3 +125,12 @@ def wait_saved(page, timeout: float = 15000) -> None:
     which the Content-Security-Policy (no eval) refuses.
     """
     expect(page.locator("#save-state")).to_contain_text("All changes saved", timeout=timeout)
+
+
+def tab_to(page, selector: str, limit: int = 200) -> None:
+    """Press Tab until the focused element matches (keyboard only, no clicks)."""
+    for _ in range(limit):
+        if page.evaluate(f"document.activeElement.matches({selector!r})"):
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"Tab never reached {selector}")

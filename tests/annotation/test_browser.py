@@ -8,7 +8,7 @@ from annotation.roles import CLINICIAN, role_add
 from annotation.services import assignments_create
 
 from ..conftest import SCREENSHOTS
-from .conftest import RESPONDERS, make_study, wait_saved
+from .conftest import RESPONDERS, make_study, tab_to, wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -19,17 +19,8 @@ def _score(card: int, attribute: int) -> int:
     return (card + attribute) % 5 + 1
 
 
-def _tab_to(page, selector: str, limit: int = 200) -> None:
-    """Press Tab until the focused element matches (keyboard only, no clicks)."""
-    for _ in range(limit):
-        if page.evaluate(f"document.activeElement.matches({selector!r})"):
-            return
-        page.keyboard.press("Tab")
-    raise AssertionError(f"Tab never reached {selector}")
-
-
 def _rate_card(page, card: int) -> None:
-    _tab_to(page, f"#response-{card} input[type=radio]")
+    tab_to(page, f"#response-{card} input[type=radio]")
     for attribute in range(ATTRIBUTES):
         page.keyboard.press(str(_score(card, attribute)))
         page.keyboard.press("Tab")
@@ -58,21 +49,21 @@ def test_clinician_rates_a_conversation_with_the_keyboard(django_db_setup, page,
 
     page.goto("/accounts/login/")
     page.keyboard.press("Tab")
-    _tab_to(page, "#id_username")
+    tab_to(page, "#id_username")
     page.keyboard.type("kim")
     page.keyboard.press("Tab")
     page.keyboard.type("kim-password-1")
     page.keyboard.press("Enter")
     page.wait_for_url("**/rate/")
     assert "0 / 2 conversations done" in page.inner_text("#progress-text")
-    _tab_to(page, "#continue")
+    tab_to(page, "#continue")
     page.keyboard.press("Enter")
     page.wait_for_url(f"**/rate/{first.token}/")
 
     _rate_card(page, 0)
     wait_saved(page)
     # Anchors show on keyboard focus.
-    _tab_to(page, "#response-1 input[type=radio]")
+    tab_to(page, "#response-1 input[type=radio]")
     assert page.locator("#response-1 .level:focus-within .anchor").first.is_visible()
     page.screenshot(path=str(SCREENSHOTS / "rating-page.png"), full_page=True)
 
@@ -83,7 +74,7 @@ def test_clinician_rates_a_conversation_with_the_keyboard(django_db_setup, page,
     assert _checked(page, 1) == []
 
     # Submitting too early names what is missing.
-    _tab_to(page, "#submit-conversation")
+    tab_to(page, "#submit-conversation")
     page.keyboard.press("Enter")
     page.wait_for_selector("#missing")
     assert "Response B" in page.inner_text("#missing")
@@ -92,7 +83,7 @@ def test_clinician_rates_a_conversation_with_the_keyboard(django_db_setup, page,
     for card in (1, 2):
         _rate_card(page, card)
     wait_saved(page)
-    _tab_to(page, "#submit-conversation")
+    tab_to(page, "#submit-conversation")
     page.keyboard.press("Enter")
     page.wait_for_url(f"**/rate/{second.token}/")
     assert "1 / 2 conversations done" in page.inner_text("#progress-text")

@@ -10,17 +10,9 @@ from annotation.services import assignments_create, study_get_or_create
 from judging.models import ModelEndpoint, Run
 
 from ..conftest import SCREENSHOTS
-from .conftest import wait_saved
+from .conftest import tab_to, wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _tab_to(page, selector: str, limit: int = 200) -> None:
-    for _ in range(limit):
-        if page.evaluate(f"document.activeElement.matches({selector!r})"):
-            return
-        page.keyboard.press("Tab")
-    raise AssertionError(f"Tab never reached {selector}")
 
 
 def _login(page, username: str, password: str) -> None:
@@ -54,12 +46,12 @@ def test_clinician_labels_messages_with_the_keyboard(django_db_setup, page, live
     assert "Focusing only on negative aspects." in page.inner_text("#label-form")
 
     # Dominant: first option, then ArrowDown once → the second label (Overgeneralization).
-    _tab_to(page, "#dominant-group input[type=radio]")
+    tab_to(page, "#dominant-group input[type=radio]")
     page.keyboard.press("Space")
     page.keyboard.press("ArrowDown")
     wait_saved(page)
     # Secondary: from "None", ArrowDown ×10 → Labeling (the tenth distortion).
-    _tab_to(page, "#secondary-group input[type=radio]")
+    tab_to(page, "#secondary-group input[type=radio]")
     for _ in range(10):
         page.keyboard.press("ArrowDown")
     wait_saved(page)
@@ -72,12 +64,12 @@ def test_clinician_labels_messages_with_the_keyboard(django_db_setup, page, live
     assert page.is_checked('#dominant-group input[value="Overgeneralization"]')
     assert page.is_checked('#secondary-group input[value="Labeling"]')
 
-    _tab_to(page, "#submit-conversation")
+    tab_to(page, "#submit-conversation")
     page.keyboard.press("Enter")
     page.wait_for_url(f"**/rate/{second.token}/")
 
     # Submitting with no dominant label is refused and says why.
-    _tab_to(page, "#submit-conversation")
+    tab_to(page, "#submit-conversation")
     page.keyboard.press("Enter")
     page.wait_for_selector("#missing")
     assert "dominant label" in page.inner_text("#missing")

@@ -20,7 +20,7 @@ from annotation.models import (
 from annotation.roles import CLINICIAN, role_add
 from annotation.services import assignments_create, study_get_or_create
 
-from .conftest import RESPONDERS, make_study, wait_saved
+from .conftest import RESPONDERS, make_study, tab_to, wait_saved
 
 # Also run on SQLite by bin/test (marker portable): the embedded default must keep edits too.
 pytestmark = [
@@ -45,14 +45,6 @@ def _login(page, name: str) -> None:
     page.fill("#id_password", f"{name}-password-1")
     with page.expect_navigation():
         page.keyboard.press("Enter")
-
-
-def _tab_to(page, selector: str, limit: int = 200) -> None:
-    for _ in range(limit):
-        if page.evaluate(f"document.activeElement.matches({selector!r})"):
-            return
-        page.keyboard.press("Tab")
-    raise AssertionError(f"Tab never reached {selector}")
 
 
 def _unsent(page) -> str:
@@ -96,7 +88,7 @@ def test_reload_mid_save_keeps_every_score_and_rationale(django_db_setup, page, 
     wanted = {card: [(card + a) % 5 + 1 for a in range(ATTRIBUTES)] for card in (0, 1)}
     with SaveJam(page, deliver=True) as jam:
         for card, scores in wanted.items():
-            _tab_to(page, f"#response-{card} input[type=radio]")
+            tab_to(page, f"#response-{card} input[type=radio]")
             for score in scores:
                 page.keyboard.press(str(score))
                 page.keyboard.press("Tab")
@@ -140,7 +132,7 @@ def test_a_newer_value_from_another_tab_wins_over_an_unsent_older_edit(
     page.goto(f"/rate/{assignment.token}/")
     page.on("dialog", lambda dialog: dialog.accept())
     with SaveJam(page, deliver=False) as jam:
-        _tab_to(page, "#response-0 input[type=radio]")
+        tab_to(page, "#response-0 input[type=radio]")
         page.keyboard.press("2")
         page.wait_for_timeout(300)
         assert jam.held and not Score.objects.exists()
@@ -167,10 +159,10 @@ def test_reload_mid_save_keeps_the_distortion_labels(django_db_setup, page, live
     page.goto(f"/rate/{assignment.token}/")
     page.on("dialog", lambda dialog: dialog.accept())
     with SaveJam(page, deliver=False) as jam:
-        _tab_to(page, "#dominant-group input[type=radio]")
+        tab_to(page, "#dominant-group input[type=radio]")
         page.keyboard.press("Space")
         page.keyboard.press("ArrowDown")  # Overgeneralization
-        _tab_to(page, "#secondary-group input[type=radio]")
+        tab_to(page, "#secondary-group input[type=radio]")
         for _ in range(10):
             page.keyboard.press("ArrowDown")  # Labeling
         page.wait_for_timeout(300)
