@@ -70,37 +70,59 @@ def cell_arrays(
     """Y (clinician mean) and f (chosen judges' mean) for every response, see the module doc."""
     if not judges:
         raise ValueError("choose at least one judge")
+    # Factorised codes and bincount (as reports.paired_cells): a groupby/unstack per judge
+    # took ~0.8 s on MentalAlign-70k, this takes a tenth of that.
     attrs = list(attributes)
-    scored = df[df["attribute"].isin(attrs) & np.isfinite(df["score"].astype(float))]
-    keys = ["conversation", "attribute", "responder"]
-    clin = scored[scored["rater_kind"] == CLINICIAN]
-    y = clin.groupby(keys, sort=True)["score"].mean().unstack("responder")
+    attr_code = pd.Index(attrs).get_indexer(df["attribute"]).astype(np.int64)
+    score = pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64)
+    # Integer rater codes: comparing 200k object strings per judge was the slowest step.
+    rater_code, rater_uni = pd.factorize(df["rater"].to_numpy())
+    kind_of_rater = pd.Series(df["rater_kind"].to_numpy()).groupby(rater_code).first()
+    clin_codes = kind_of_rater.index[kind_of_rater.to_numpy() == CLINICIAN].to_numpy()
+    judge_code = {name: i for i, name in enumerate(rater_uni)}
+    is_clin = np.isin(rater_code, clin_codes)
+    chosen = [judge_code[j] for j in judges if j in judge_code]
+    chosen = [c for c in chosen if c not in set(clin_codes)]
+    keep = (attr_code >= 0) & np.isfinite(score) & (is_clin | np.isin(rater_code, chosen))
+    conv_code, conv_uni = pd.factorize(df["conversation"].to_numpy()[keep], sort=True)
+    resp_code, resp_uni = pd.factorize(df["responder"].to_numpy()[keep], sort=True)
+    attr_code, score = attr_code[keep], score[keep]
+    is_clin, rater_code = is_clin[keep], rater_code[keep]
+    n_a, n_r = len(attrs), len(resp_uni)
+    n_rows = len(conv_uni) * n_a
+    key = (conv_code.astype(np.int64) * n_a + attr_code) * n_r + resp_code
+    size = n_rows * n_r
 
-    jud = scored[(scored["rater_kind"] == JUDGE) & scored["rater"].isin(list(judges))]
-    per_judge = jud.groupby(["rater", *keys], sort=True)["score"].mean()
-    responders = sorted(set(y.columns) | set(per_judge.index.get_level_values("responder")))
-    rows = y.index.union(per_judge.droplevel("rater").droplevel("responder").index.unique())
-    total = pd.DataFrame(0.0, index=rows, columns=responders)
-    counted = pd.DataFrame(0, index=rows, columns=responders)
-    complete = pd.DataFrame(True, index=rows, columns=responders)
+    def cell_mean(mask: np.ndarray) -> np.ndarray:
+        counts = np.bincount(key[mask], minlength=size)
+        sums = np.bincount(key[mask], weights=score[mask], minlength=size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (sums / counts).reshape(n_rows, n_r)
+
+    y_arr = cell_mean(is_clin)
+    total = np.zeros((n_rows, n_r))
+    counted = np.zeros(n_r)
+    complete = np.ones((n_rows, n_r), dtype=bool)
     for judge in judges:
-        scores = (
-            per_judge.xs(judge, level="rater").unstack("responder")
-            if judge in per_judge.index.get_level_values("rater")
-            else pd.DataFrame(index=rows, columns=responders, dtype=float)
-        ).reindex(index=rows, columns=responders)
-        banned = (exclusions or {}).get(judge, set())
-        counts = ~np.isin(np.array(responders, dtype=object), list(banned))
-        present = scores.notna().to_numpy()
-        total += np.where(present, scores.to_numpy(), 0.0) * counts
-        counted += counts.astype(int)[None, :] * np.ones((len(rows), 1), dtype=int)
+        scores = cell_mean(~is_clin & (rater_code == judge_code.get(judge, -1)))
+        counts = ~np.isin(
+            np.asarray(resp_uni, dtype=object), list((exclusions or {}).get(judge, ()))
+        )
+        present = np.isfinite(scores)
+        total += np.where(present, scores, 0.0) * counts
+        counted += counts
         complete &= present | ~counts[None, :]
     with np.errstate(invalid="ignore", divide="ignore"):
-        f = (total / counted).where(complete & (counted > 0))
-    y = y.reindex(index=rows, columns=responders)
-    conv = rows.get_level_values("conversation").astype(str)
+        f_arr = np.where(complete & (counted > 0)[None, :], total / counted[None, :], np.nan)
+    index = pd.MultiIndex.from_product(
+        [pd.Index(conv_uni, name="conversation"), pd.Index(attrs, name="attribute")]
+    )
+    columns = pd.Index(resp_uni, name="responder")
+    y = pd.DataFrame(y_arr, index=index, columns=columns)
+    f = pd.DataFrame(f_arr, index=index, columns=columns)
+    conv = np.repeat(np.asarray(conv_uni, dtype=str), n_a)
     mask = (
-        np.ones(len(rows), dtype=bool)
+        np.ones(n_rows, dtype=bool)
         if labelled is None
         else np.isin(conv, np.array(list(labelled), dtype=str))
     )
