@@ -181,3 +181,93 @@ def ppi_mean(
         n_cells=1,
         alpha=alpha,
     )
+
+
+@dataclass(frozen=True)
+class CrossFitEstimates:
+    """Cross-prediction-powered means per cell (see :func:`crossppi_mean_cells`)."""
+
+    n_labelled: IntArray
+    n_unlabelled: IntArray
+    estimate: FloatArray
+    ci_low: FloatArray
+    ci_high: FloatArray
+    se: FloatArray
+
+
+def crossppi_mean_cells(
+    *,
+    y: ArrayLike,
+    x: ArrayLike,
+    cell: ArrayLike,
+    fold: ArrayLike,
+    x_unlabelled: ArrayLike,
+    cell_unlabelled: ArrayLike,
+    n_cells: int,
+    n_folds: int,
+    alpha: float = 0.05,
+) -> CrossFitEstimates:
+    """Cross-prediction-powered mean per cell (Zrnic & Candès, PNAS 2024) with a linear
+    predictor of the clinician score from features ``x`` (e.g. every judge's score), fitted by
+    least squares per cell on all labelled folds but one.
+
+    The labelled observation in fold k is predicted by the model fitted without fold k; each
+    unlabelled observation by the average of the K models. Estimate and variance as
+    ``ppi_py.crossppi_mean_pointestimate`` / ``crossppi_mean_ci`` (no bootstrap data):
+    θ̂ = mean(avg prediction, unlabelled) − mean(prediction − Y, labelled),
+    se² = var₀(avg prediction)/N + var₀(prediction − Y)/n. A cell with fewer than two labelled
+    observations per fold, or no unlabelled one, is NaN. Normal equations are summed per
+    (cell, fold) with bincount and solved in one batched pseudo-inverse.
+    """
+    z = z_value(alpha)
+    y = _floats(y, "y")
+    x_arr = np.asarray(x, dtype=np.float64).reshape(y.size, -1)
+    xu = np.asarray(x_unlabelled, dtype=np.float64).reshape(-1, x_arr.shape[1])
+    if not (np.all(np.isfinite(x_arr)) and np.all(np.isfinite(xu))):
+        raise ValueError("x holds NaN or infinite values; leave such cells out instead")
+    g, gu = _codes(cell, n_cells, "cell"), _codes(cell_unlabelled, n_cells, "cell_unlabelled")
+    k = _codes(fold, n_folds, "fold")
+    if g.size != y.size or k.size != y.size or gu.size != xu.shape[0]:
+        raise ValueError("y, x, cell, fold (and x_unlabelled, cell_unlabelled) must match")
+    x1 = np.hstack([np.ones((y.size, 1)), x_arr])
+    xu1 = np.hstack([np.ones((xu.shape[0], 1)), xu])
+    p = x1.shape[1]
+    group = g * n_folds + k
+    n_groups = n_cells * n_folds
+    xtx = np.empty((n_groups, p, p))
+    xty = np.empty((n_groups, p))
+    for a in range(p):
+        xty[:, a] = np.bincount(group, weights=x1[:, a] * y, minlength=n_groups)
+        for b in range(a, p):
+            xtx[:, a, b] = xtx[:, b, a] = np.bincount(
+                group, weights=x1[:, a] * x1[:, b], minlength=n_groups
+            )
+    xtx = xtx.reshape(n_cells, n_folds, p, p)
+    xty = xty.reshape(n_cells, n_folds, p)
+    train_xtx = xtx.sum(axis=1, keepdims=True) - xtx
+    train_xty = xty.sum(axis=1, keepdims=True) - xty
+    beta = np.einsum("cfij,cfj->cfi", np.linalg.pinv(train_xtx, hermitian=True), train_xty)
+    pred = np.einsum("ni,ni->n", x1, beta[g, k])
+    pred_u = np.einsum("ni,nfi->nf", xu1, beta[gu]).mean(axis=1)
+
+    n = np.bincount(g, minlength=n_cells)
+    big_n = np.bincount(gu, minlength=n_cells)
+    per_fold = np.bincount(group, minlength=n_groups).reshape(n_cells, n_folds)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        resid = pred - y
+        m_r = _sums(g, resid, n_cells) / n
+        m_u = _sums(gu, pred_u, n_cells) / big_n
+        var_r = _sums(g, (resid - m_r[g]) ** 2, n_cells) / n
+        var_u = _sums(gu, (pred_u - m_u[gu]) ** 2, n_cells) / big_n
+        estimate = m_u - m_r
+        se = np.sqrt(var_u / big_n + var_r / n)
+    ok = (per_fold.min(axis=1) >= 2) & (big_n > 0)
+    estimate, se = np.where(ok, estimate, np.nan), np.where(ok, se, np.nan)
+    return CrossFitEstimates(
+        n_labelled=n.astype(np.int64),
+        n_unlabelled=big_n.astype(np.int64),
+        estimate=estimate,
+        ci_low=estimate - z * se,
+        ci_high=estimate + z * se,
+        se=se,
+    )

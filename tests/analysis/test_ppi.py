@@ -159,3 +159,52 @@ def test_bad_alpha_is_refused(alpha):
 def test_nan_input_is_refused():
     with pytest.raises(ValueError, match="NaN"):
         ppi.ppi_mean(np.array([1.0, np.nan]), np.array([1.0, 2.0]), np.array([3.0]))
+
+
+def _crossfit_reference(y, x, fold, xu, k_folds, alpha=0.05):
+    """Predictions from scikit-learn's LinearRegression per fold, then ppi_py's cross-PPI."""
+    from ppi_py import crossppi_mean_ci, crossppi_mean_pointestimate
+    from sklearn.linear_model import LinearRegression
+
+    yhat = np.empty(y.size)
+    yhat_u = np.empty((xu.shape[0], k_folds))
+    for k in range(k_folds):
+        model = LinearRegression().fit(x[fold != k], y[fold != k])
+        yhat[fold == k] = model.predict(x[fold == k])
+        yhat_u[:, k] = model.predict(xu)
+    est = float(np.ravel(crossppi_mean_pointestimate(y, yhat, yhat_u))[0])
+    low, high = (float(np.ravel(v)[0]) for v in crossppi_mean_ci(y, yhat, yhat_u, alpha=alpha))
+    return est, low, high
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cross_fitted_predictor_matches_sklearn_and_ppi_py(seed):
+    rng = np.random.default_rng(seed)
+    ys, xs, folds, xus, g, gu, refs = [], [], [], [], [], [], []
+    for c in range(3):
+        n, big_n = int(rng.integers(30, 120)), int(rng.integers(50, 400))
+        truth = rng.normal(3, 1, n + big_n)
+        x = np.column_stack(
+            [truth * 0.6 + rng.normal(0, 1, truth.size), truth * 0.3 + rng.normal(1, 1, truth.size)]
+        )
+        y, xl, xu = truth[:n], x[:n], x[n:]
+        fold = rng.permutation(np.arange(n) % 5)
+        refs.append(_crossfit_reference(y, xl, fold, xu, 5))
+        ys.append(y), xs.append(xl), folds.append(fold), xus.append(xu)
+        g.append(np.full(n, c)), gu.append(np.full(big_n, c))
+    got = ppi.crossppi_mean_cells(
+        y=np.concatenate(ys), x=np.vstack(xs), cell=np.concatenate(g),
+        fold=np.concatenate(folds), x_unlabelled=np.vstack(xus),
+        cell_unlabelled=np.concatenate(gu), n_cells=3, n_folds=5,
+    )  # fmt: skip
+    for c, (est, low, high) in enumerate(refs):
+        assert got.estimate[c] == pytest.approx(est, abs=1e-9)
+        assert (got.ci_low[c], got.ci_high[c]) == pytest.approx((low, high), abs=1e-9)
+
+
+def test_cross_fitting_needs_two_labelled_per_fold():
+    got = ppi.crossppi_mean_cells(
+        y=np.arange(6.0), x=np.arange(6.0), cell=np.zeros(6, int), fold=np.arange(6) % 5,
+        x_unlabelled=np.arange(3.0), cell_unlabelled=np.zeros(3, int), n_cells=1, n_folds=5,
+    )  # fmt: skip
+    assert np.isnan(got.estimate[0]) and got.n_labelled[0] == 6
