@@ -7,12 +7,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import judge_assisted
 from analysis.judge_assisted_selectors import (
+    JudgeAssistedInputError,
     conversation_external_ids,
-    judge_assisted_arrays,
-    judge_names,
+    judge_assisted_report,
 )
 from analysis.management.commands.reliability_report import study_get_or_error
-from analysis.selectors import attribute_names
 
 TABLE_COLUMNS = (*judge_assisted.CONTRACT_COLUMNS, "ratings_saved")
 
@@ -67,32 +66,17 @@ class Command(BaseCommand):
                 f"--alpha must be a number strictly between 0 and 1, got {options['alpha']!r}"
             )
         study = study_get_or_error(options["study"])
-        judges = list(dict.fromkeys(options["judge"]))
-        known_judges = judge_names(study=study)
-        unknown = [j for j in judges if j not in known_judges]
-        if unknown:
-            raise CommandError(
-                f"study {study.name!r} has no judge named {', '.join(map(repr, unknown))} "
-                f"(judges: {', '.join(known_judges) or 'none'})"
-            )
         labelled = (
             _labelled_ids(options["labelled"], conversation_external_ids(study=study))
             if options["labelled"]
             else None
         )
-        arrays = judge_assisted_arrays(study=study, judges=judges, labelled=labelled)
-        table = judge_assisted.means_table(
-            arrays,
-            judges=judges,
-            attributes=attribute_names(study=study),
-            alpha=alpha,
-            explicit_labelled=labelled is not None,
-        )
-        if table.empty or not (table["n_labelled"] > 0).any():
-            raise CommandError(
-                f"study {study.name!r} has no conversation with both clinician scores and "
-                f"scores by {' + '.join(judges)}"
-            )
+        try:
+            table = judge_assisted_report(
+                study=study, judges=options["judge"], labelled=labelled, alpha=alpha
+            ).means
+        except JudgeAssistedInputError as exc:
+            raise CommandError(str(exc)) from exc
         if options["format"] == "csv":
             columns = [
                 *judge_assisted.CONTRACT_COLUMNS,
