@@ -4,6 +4,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.routers import DefaultRouter
 
 from . import api
+from .judge_assisted_api import JudgeAssistedView
 
 router = DefaultRouter()
 router.register("studies", api.StudyViewSet, basename="study")
@@ -19,5 +20,6 @@ urlpatterns = [
         SpectacularAPIView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
         name="schema",
     ),
+    path("studies/<int:pk>/judge-assisted/", JudgeAssistedView.as_view(), name="judge-assisted"),
     path("", include(router.urls)),
 ]

@@ -1,12 +1,18 @@
 from django.urls import path
 
 from . import views
+from .judge_assisted_views import judge_assisted_dashboard
 
 app_name = "analysis"
 
 urlpatterns = [
     path("", views.study_list, name="study_list"),
     path("studies/<int:study_id>/", views.dashboard, name="dashboard"),
+    path(
+        "studies/<int:study_id>/judge-assisted/",
+        judge_assisted_dashboard,
+        name="judge_assisted",
+    ),
     path("studies/<int:study_id>/tables/<slug:name>.csv", views.table_csv, name="table_csv"),
     path("studies/<int:study_id>/ratings.csv", views.ratings_csv, name="ratings_csv"),
     path("distortions/kappa-f1/", views.kappa_f1, name="kappa_f1"),

@@ -1,0 +1,83 @@
+"""REST endpoint for the judge-assisted report (docs/judge-assisted.md): researchers and admins.
+
+``GET /api/studies/<id>/judge-assisted/?judge=NAME[&judge=NAME...][&alpha=0.05][&target=0.10]``
+returns the means, paired differences, ranking and planner as lists of rows. Every
+clinician-rated conversation is labelled (a labelled subset is a command-line option).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from analysis.api import IsResearcher
+from analysis.judge_assisted_selectors import JudgeAssistedInputError, judge_assisted_report
+from annotation.models import Study
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None  # JSON has no NaN
+    return value
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return [{k: _json_value(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def _number(request: Request, name: str, default: float) -> float:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValidationError({name: f"must be a number, got {raw!r}"}) from None
+
+
+class JudgeAssistedView(APIView):
+    permission_classes = [IsResearcher]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("judge", OpenApiTypes.STR, many=True, required=True),
+            OpenApiParameter("alpha", OpenApiTypes.FLOAT),
+            OpenApiParameter("target", OpenApiTypes.FLOAT, description="target CI half-width"),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request, pk: int) -> ApiResponse:
+        study = get_object_or_404(Study, pk=pk)
+        judges = request.query_params.getlist("judge")
+        if not judges:
+            raise ValidationError({"judge": "give at least one judge (?judge=NAME)"})
+        try:
+            report = judge_assisted_report(
+                study=study,
+                judges=judges,
+                alpha=_number(request, "alpha", 0.05),
+                target_half_width=_number(request, "target", 0.10),
+            )
+        except JudgeAssistedInputError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+        return ApiResponse(
+            {
+                "study": study.pk,
+                "judges": list(dict.fromkeys(judges)),
+                "means": _records(report.means),
+                "differences": _records(report.differences),
+                "ranking": _records(report.ranking),
+                "planner": _records(report.planner),
+            }
+        )

@@ -1,0 +1,86 @@
+"""Vega-Lite forest plot of judge-assisted vs clinician-only intervals (pure, no Django)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from analysis.charts import SCHEMA, _records, figure2_order
+
+METHOD_COLOURS = {"clinician only": "#6b7280", "judge-assisted": "#1f5fa8"}
+
+
+def forest_means(means: pd.DataFrame, attributes: Sequence[str]) -> dict:
+    """Per responder × attribute: the clinician-only and the judge-assisted 95 % CI."""
+    assisted = means.assign(method="judge-assisted")[
+        ["responder", "attribute", "method", "estimate", "ci_low", "ci_high"]
+    ]
+    clinician = means.assign(method="clinician only").rename(
+        columns={
+            "clinician_only_estimate": "estimate_c",
+            "clinician_only_ci_low": "ci_low_c",
+            "clinician_only_ci_high": "ci_high_c",
+        }
+    )[["responder", "attribute", "method", "estimate_c", "ci_low_c", "ci_high_c"]]
+    clinician.columns = assisted.columns
+    values = _records(pd.concat([clinician, assisted]), list(assisted.columns))
+    y = {"field": "responder", "type": "nominal", "title": None}
+    offset = {"field": "method", "type": "nominal"}
+    colour = {
+        "field": "method",
+        "type": "nominal",
+        "title": None,
+        "scale": {"domain": list(METHOD_COLOURS), "range": list(METHOD_COLOURS.values())},
+        "legend": {"orient": "top"},
+    }
+    return {
+        "$schema": SCHEMA,
+        "title": "Clinician mean per responder: clinician-only vs judge-assisted 95% CI",
+        "data": {"values": values},
+        "facet": {
+            "field": "attribute",
+            "type": "nominal",
+            "sort": figure2_order(attributes),
+            "title": None,
+        },
+        "columns": 4,
+        "spec": {
+            "width": 200,
+            "height": {"step": 9},
+            "layer": [
+                {
+                    "mark": {"type": "rule", "strokeWidth": 2},
+                    "encoding": {
+                        "y": y,
+                        "yOffset": offset,
+                        "x": {
+                            "field": "ci_low",
+                            "type": "quantitative",
+                            "scale": {"zero": False},
+                            "title": "clinician mean (1–5)",
+                        },
+                        "x2": {"field": "ci_high"},
+                        "color": colour,
+                    },
+                },
+                {
+                    "mark": {"type": "point", "filled": True, "size": 25},
+                    "encoding": {
+                        "y": y,
+                        "yOffset": offset,
+                        "x": {"field": "estimate", "type": "quantitative"},
+                        "color": colour,
+                        "tooltip": [
+                            {"field": "responder"},
+                            {"field": "attribute"},
+                            {"field": "method"},
+                            {"field": "estimate", "format": ".3f"},
+                            {"field": "ci_low", "format": ".3f"},
+                            {"field": "ci_high", "format": ".3f"},
+                        ],
+                    },
+                },
+            ],
+        },
+    }

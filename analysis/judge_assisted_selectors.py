@@ -1,0 +1,105 @@
+"""Reads for the judge-assisted estimates: a study's scores as the Y/f arrays of
+analysis.judge_assisted."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis import judge_assisted, planner
+from analysis.judge_assisted import CellArrays, cell_arrays
+from analysis.selectors import Filters, attribute_names, exclusions_for, scores_frame
+from annotation.models import Conversation, Rater, Study
+
+
+def judge_names(*, study: Study) -> list[str]:
+    """The judges with at least one rating in the study, by name."""
+    return sorted(
+        Rater.objects.filter(kind=Rater.Kind.JUDGE, ratings__response__conversation__study=study)
+        .values_list("name", flat=True)
+        .distinct()
+    )
+
+
+def conversation_external_ids(*, study: Study) -> set[str]:
+    return set(Conversation.objects.filter(study=study).values_list("external_id", flat=True))
+
+
+def judge_assisted_arrays(
+    *, study: Study, judges: Sequence[str], labelled: Collection[str] | None = None
+) -> CellArrays:
+    """Y (clinician mean) and f (mean of ``judges``) per response of the study, with the
+    reliability report's self-preference exclusions; ``labelled`` as external ids."""
+    df = scores_frame(study=study, filters=Filters(judges=tuple(judges)))
+    return cell_arrays(
+        df,
+        judges=judges,
+        attributes=attribute_names(study=study),
+        exclusions=exclusions_for(study=study),
+        labelled=labelled,
+    )
+
+
+class JudgeAssistedInputError(ValueError):
+    """Bad input for a judge-assisted report; the message says what and where, on one line."""
+
+
+@dataclass(frozen=True)
+class JudgeAssistedReport:
+    means: pd.DataFrame
+    differences: pd.DataFrame
+    ranking: pd.DataFrame
+    planner: pd.DataFrame
+
+
+def judge_assisted_report(
+    *,
+    study: Study,
+    judges: Sequence[str],
+    labelled: Collection[str] | None = None,
+    alpha: float = 0.05,
+    target_half_width: float = 0.10,
+) -> JudgeAssistedReport:
+    """Means, paired differences, ranking and planner for the chosen judges.
+
+    Raises JudgeAssistedInputError for an unknown judge, a bad alpha or target, or when no
+    conversation has both clinician scores and the judges' scores.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise JudgeAssistedInputError(f"alpha must be strictly between 0 and 1, got {alpha!r}")
+    if not target_half_width > 0:
+        raise JudgeAssistedInputError(
+            f"the target half-width must be positive, got {target_half_width!r}"
+        )
+    judges = list(dict.fromkeys(judges))
+    if not judges:
+        raise JudgeAssistedInputError("choose at least one judge")
+    known = judge_names(study=study)
+    unknown = [j for j in judges if j not in known]
+    if unknown:
+        raise JudgeAssistedInputError(
+            f"study {study.name!r} has no judge named {', '.join(map(repr, unknown))} "
+            f"(judges: {', '.join(known) or 'none'})"
+        )
+    attributes = attribute_names(study=study)
+    arrays = judge_assisted_arrays(study=study, judges=judges, labelled=labelled)
+    explicit = labelled is not None
+    means = judge_assisted.means_table(
+        arrays, judges=judges, attributes=attributes, alpha=alpha, explicit_labelled=explicit
+    )
+    if means.empty or not (means["n_labelled"] > 0).any():
+        raise JudgeAssistedInputError(
+            f"study {study.name!r} has no conversation with both clinician scores and "
+            f"scores by {' + '.join(judges)}"
+        )
+    differences = judge_assisted.differences_table(
+        arrays, judges=judges, attributes=attributes, alpha=alpha, explicit_labelled=explicit
+    )
+    return JudgeAssistedReport(
+        means=means,
+        differences=differences,
+        ranking=judge_assisted.ranking_table(means, differences),
+        planner=planner.planner_table(means, target_half_width=target_half_width, alpha=alpha),
+    )

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from analysis import judge_assisted
+from analysis.judge_assisted_selectors import (
+    JudgeAssistedInputError,
+    conversation_external_ids,
+    judge_assisted_report,
+)
+from analysis.management.commands.reliability_report import study_get_or_error
+
+TABLE_COLUMNS = (*judge_assisted.CONTRACT_COLUMNS, "ratings_saved")
+
+
+def _labelled_ids(path: str, known: set[str]) -> set[str]:
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(f"--labelled {path}: cannot read the file ({exc})") from exc
+    ids = [line.strip() for line in text.splitlines()]
+    listed = [i for i in ids if i]
+    if not listed:
+        raise CommandError(f"--labelled {path}: the file lists no conversation id")
+    unknown = [(n, i) for n, i in enumerate(ids, start=1) if i and i not in known]
+    if unknown:
+        shown = ", ".join(f"line {n}: {i!r}" for n, i in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise CommandError(
+            f"--labelled {path}: {len(unknown)} id(s) are not conversations of the study "
+            f"({shown}{more})"
+        )
+    return set(listed)
+
+
+class Command(BaseCommand):
+    help = (
+        "Judge-assisted (PPI++) clinician means per responder × attribute: the clinician mean "
+        "estimated from clinician ratings on the labelled conversations and judge scores on "
+        "all, with its confidence interval beside the clinician-only one. See "
+        "docs/judge-assisted.md."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--study", required=True)
+        parser.add_argument("--judge", action="append", required=True, help="repeatable")
+        parser.add_argument(
+            "--labelled",
+            metavar="FILE",
+            help="external conversation ids, one per line, whose clinician ratings are used "
+            "(default: every clinician-rated conversation)",
+        )
+        parser.add_argument("--alpha", default="0.05", help="1 − confidence level (default 0.05)")
+        parser.add_argument("--format", choices=("csv", "table"), default="table")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            alpha = float(options["alpha"])
+        except ValueError:
+            alpha = math.nan
+        if not 0.0 < alpha < 1.0:
+            raise CommandError(
+                f"--alpha must be a number strictly between 0 and 1, got {options['alpha']!r}"
+            )
+        study = study_get_or_error(options["study"])
+        labelled = (
+            _labelled_ids(options["labelled"], conversation_external_ids(study=study))
+            if options["labelled"]
+            else None
+        )
+        try:
+            table = judge_assisted_report(
+                study=study, judges=options["judge"], labelled=labelled, alpha=alpha
+            ).means
+        except JudgeAssistedInputError as exc:
+            raise CommandError(str(exc)) from exc
+        if options["format"] == "csv":
+            columns = [
+                *judge_assisted.CONTRACT_COLUMNS,
+                *(c for c in table.columns if c not in judge_assisted.CONTRACT_COLUMNS),
+            ]
+            # Python's float repr round-trips: full precision, no float_format truncation.
+            self.stdout.write(table[columns].to_csv(index=False), ending="")
+        else:
+            self.stdout.write(table[list(TABLE_COLUMNS)].round(3).to_string(index=False))

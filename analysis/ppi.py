@@ -1,0 +1,273 @@
+"""Judge-assisted (prediction-powered) estimates of clinician means, as pure numpy.
+
+For one responder × attribute *cell*, Y_i is the clinicians' mean score of conversation i's
+response on the labelled conversations and f_i a judge's score of the same response, known on
+the labelled conversations and on every unlabelled one. PPI++ (Angelopoulos, Duchi & Zrnic,
+arXiv 2311.01453) estimates the clinician mean as
+
+    θ̂ = mean(Y) + λ · (mean(f_unlabelled) − mean(f_labelled))
+
+with λ chosen from the data to minimise the variance and clipped to [0, 1]; λ = 0 is the
+clinician-only mean, so a useless judge costs (asymptotically) nothing. The formulas follow
+the reference implementation ``ppi_py.ppi_mean_pointestimate`` / ``ppi_mean_ci`` with
+``lam=None`` exactly, ddof conventions included (tests compare to 1e-9):
+
+    λ = cov₀(Y, f_lab) / ((1 + n/N) · var₁(f_lab ∪ f_unl)),  clipped to [0, 1]
+    se² = λ² var₀(f_unl) / N + var₀(Y − λ f_lab) / n
+
+(var₀ divides by the count, var₁ by the count − 1). Where ppi_py divides 0 by 0 — a judge
+constant on every conversation, or no unlabelled conversation (N = 0) — λ is 0 here: with a
+constant judge every λ gives the same estimate and interval, and with N = 0 the judge has
+nothing to add.
+
+Every function works on many cells at once: observations carry an integer cell code and sums
+per cell are ``np.bincount`` calls (no Python loop over cells).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats as sps
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class CellEstimates:
+    """Per-cell results; every array has one entry per cell code 0..n_cells-1.
+
+    A cell with fewer than two labelled observations has NaN everywhere except the counts
+    (and ``judge_only_mean`` where the judge scored something).
+    """
+
+    n_labelled: IntArray
+    n_unlabelled: IntArray
+    estimate: FloatArray
+    ci_low: FloatArray
+    ci_high: FloatArray
+    se: FloatArray
+    lam: FloatArray
+    clinician_only_estimate: FloatArray
+    clinician_only_ci_low: FloatArray
+    clinician_only_ci_high: FloatArray
+    clinician_only_se: FloatArray
+    judge_only_mean: FloatArray
+
+    @property
+    def width_ratio(self) -> FloatArray:
+        """Judge-assisted CI width over the clinician-only width (≤ 1 when the judge helps)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.se / self.clinician_only_se
+
+    @property
+    def ratings_saved(self) -> FloatArray:
+        """1 − (width_PPI / width_clinician)²: the share of clinician ratings the judge replaces
+        at the same interval width (widths scale as 1/√n)."""
+        return 1.0 - self.width_ratio**2
+
+
+def z_value(alpha: float) -> float:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha}")
+    return float(sps.norm.ppf(1.0 - alpha / 2.0))
+
+
+def _codes(values: ArrayLike, n_cells: int, name: str) -> IntArray:
+    codes = np.asarray(values, dtype=np.int64).ravel()
+    if codes.size and (codes.min() < 0 or codes.max() >= n_cells):
+        raise ValueError(f"{name} codes must lie in 0..{n_cells - 1}")
+    return codes
+
+
+def _floats(values: ArrayLike, name: str) -> FloatArray:
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} holds NaN or infinite values; leave such cells out instead")
+    return arr
+
+
+def _sums(codes: IntArray, values: FloatArray, n_cells: int) -> FloatArray:
+    return np.bincount(codes, weights=values, minlength=n_cells)
+
+
+def ppi_mean_cells(
+    *,
+    y: ArrayLike,
+    f: ArrayLike,
+    cell: ArrayLike,
+    f_unlabelled: ArrayLike,
+    cell_unlabelled: ArrayLike,
+    n_cells: int,
+    alpha: float = 0.05,
+) -> CellEstimates:
+    """PPI++ mean, λ and normal-approximation CI per cell, beside the clinician-only ones.
+
+    ``y``/``f``/``cell`` are the labelled observations (clinician mean, judge score, cell
+    code), ``f_unlabelled``/``cell_unlabelled`` the judge scores of unlabelled conversations.
+    """
+    z = z_value(alpha)
+    y, f = _floats(y, "y"), _floats(f, "f")
+    fu = _floats(f_unlabelled, "f_unlabelled")
+    g = _codes(cell, n_cells, "cell")
+    gu = _codes(cell_unlabelled, n_cells, "cell_unlabelled")
+    if not (y.size == f.size == g.size) or fu.size != gu.size:
+        raise ValueError("y, f and cell (and f_unlabelled, cell_unlabelled) must match in length")
+
+    n = np.bincount(g, minlength=n_cells)
+    big_n = np.bincount(gu, minlength=n_cells)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        my = _sums(g, y, n_cells) / n
+        mf = _sums(g, f, n_cells) / n
+        mfu = _sums(gu, fu, n_cells) / big_n
+        dy, df_ = y - my[g], f - mf[g]
+        var_y0 = _sums(g, dy * dy, n_cells) / n
+        cov0 = _sums(g, dy * df_, n_cells) / n
+        # var₁ of the labelled and unlabelled judge scores pooled, around the pooled mean.
+        total = n + big_n
+        m_all = (_sums(g, f, n_cells) + _sums(gu, fu, n_cells)) / total
+        ss_all = _sums(g, (f - m_all[g]) ** 2, n_cells) + _sums(gu, (fu - m_all[gu]) ** 2, n_cells)
+        var_all1 = ss_all / (total - 1)
+        denom = (1.0 + n / big_n) * var_all1
+        lam = np.where((big_n > 0) & (denom > 0), cov0 / np.where(denom > 0, denom, 1.0), 0.0)
+        lam = np.clip(lam, 0.0, 1.0)
+
+        estimate = my + lam * (np.where(big_n > 0, mfu, 0.0) - mf)
+        dfu = fu - mfu[gu]
+        var_fu0 = np.where(big_n > 0, _sums(gu, dfu * dfu, n_cells) / np.maximum(big_n, 1), 0.0)
+        resid = dy - lam[g] * df_  # Y − λf, centred per cell
+        var_r0 = _sums(g, resid * resid, n_cells) / n
+        se = np.sqrt(lam**2 * var_fu0 / np.maximum(big_n, 1) + var_r0 / n)
+        se_c = np.sqrt(var_y0 / n)
+        judge_only = (_sums(g, f, n_cells) + _sums(gu, fu, n_cells)) / total
+
+    ok = n >= 2  # one labelled observation has no variance: no interval at all
+    nan = np.full(n_cells, np.nan)
+
+    def keep(a: FloatArray) -> FloatArray:
+        return np.where(ok, a, nan)
+
+    estimate, se, lam, my, se_c = keep(estimate), keep(se), keep(lam), keep(my), keep(se_c)
+    return CellEstimates(
+        n_labelled=n.astype(np.int64),
+        n_unlabelled=big_n.astype(np.int64),
+        estimate=estimate,
+        ci_low=estimate - z * se,
+        ci_high=estimate + z * se,
+        se=se,
+        lam=lam,
+        clinician_only_estimate=my,
+        clinician_only_ci_low=my - z * se_c,
+        clinician_only_ci_high=my + z * se_c,
+        clinician_only_se=se_c,
+        judge_only_mean=judge_only,
+    )
+
+
+def ppi_mean(
+    y: ArrayLike, f: ArrayLike, f_unlabelled: ArrayLike, *, alpha: float = 0.05
+) -> CellEstimates:
+    """:func:`ppi_mean_cells` for a single cell (arrays of length 1 in the result)."""
+    y_arr, fu_arr = np.asarray(y).ravel(), np.asarray(f_unlabelled).ravel()
+    return ppi_mean_cells(
+        y=y_arr,
+        f=f,
+        cell=np.zeros(y_arr.size, np.int64),
+        f_unlabelled=fu_arr,
+        cell_unlabelled=np.zeros(fu_arr.size, np.int64),
+        n_cells=1,
+        alpha=alpha,
+    )
+
+
+@dataclass(frozen=True)
+class CrossFitEstimates:
+    """Cross-prediction-powered means per cell (see :func:`crossppi_mean_cells`)."""
+
+    n_labelled: IntArray
+    n_unlabelled: IntArray
+    estimate: FloatArray
+    ci_low: FloatArray
+    ci_high: FloatArray
+    se: FloatArray
+
+
+def crossppi_mean_cells(
+    *,
+    y: ArrayLike,
+    x: ArrayLike,
+    cell: ArrayLike,
+    fold: ArrayLike,
+    x_unlabelled: ArrayLike,
+    cell_unlabelled: ArrayLike,
+    n_cells: int,
+    n_folds: int,
+    alpha: float = 0.05,
+) -> CrossFitEstimates:
+    """Cross-prediction-powered mean per cell (Zrnic & Candès, PNAS 2024) with a linear
+    predictor of the clinician score from features ``x`` (e.g. every judge's score), fitted by
+    least squares per cell on all labelled folds but one.
+
+    The labelled observation in fold k is predicted by the model fitted without fold k; each
+    unlabelled observation by the average of the K models. Estimate and variance as
+    ``ppi_py.crossppi_mean_pointestimate`` / ``crossppi_mean_ci`` (no bootstrap data):
+    θ̂ = mean(avg prediction, unlabelled) − mean(prediction − Y, labelled),
+    se² = var₀(avg prediction)/N + var₀(prediction − Y)/n. A cell with fewer than two labelled
+    observations per fold, or no unlabelled one, is NaN. Normal equations are summed per
+    (cell, fold) with bincount and solved in one batched pseudo-inverse.
+    """
+    z = z_value(alpha)
+    y = _floats(y, "y")
+    x_arr = np.asarray(x, dtype=np.float64).reshape(y.size, -1)
+    xu = np.asarray(x_unlabelled, dtype=np.float64).reshape(-1, x_arr.shape[1])
+    if not (np.all(np.isfinite(x_arr)) and np.all(np.isfinite(xu))):
+        raise ValueError("x holds NaN or infinite values; leave such cells out instead")
+    g, gu = _codes(cell, n_cells, "cell"), _codes(cell_unlabelled, n_cells, "cell_unlabelled")
+    k = _codes(fold, n_folds, "fold")
+    if g.size != y.size or k.size != y.size or gu.size != xu.shape[0]:
+        raise ValueError("y, x, cell, fold (and x_unlabelled, cell_unlabelled) must match")
+    x1 = np.hstack([np.ones((y.size, 1)), x_arr])
+    xu1 = np.hstack([np.ones((xu.shape[0], 1)), xu])
+    p = x1.shape[1]
+    group = g * n_folds + k
+    n_groups = n_cells * n_folds
+    xtx = np.empty((n_groups, p, p))
+    xty = np.empty((n_groups, p))
+    for a in range(p):
+        xty[:, a] = np.bincount(group, weights=x1[:, a] * y, minlength=n_groups)
+        for b in range(a, p):
+            xtx[:, a, b] = xtx[:, b, a] = np.bincount(
+                group, weights=x1[:, a] * x1[:, b], minlength=n_groups
+            )
+    xtx = xtx.reshape(n_cells, n_folds, p, p)
+    xty = xty.reshape(n_cells, n_folds, p)
+    train_xtx = xtx.sum(axis=1, keepdims=True) - xtx
+    train_xty = xty.sum(axis=1, keepdims=True) - xty
+    beta = np.einsum("cfij,cfj->cfi", np.linalg.pinv(train_xtx, hermitian=True), train_xty)
+    pred = np.einsum("ni,ni->n", x1, beta[g, k])
+    pred_u = np.einsum("ni,nfi->nf", xu1, beta[gu]).mean(axis=1)
+
+    n = np.bincount(g, minlength=n_cells)
+    big_n = np.bincount(gu, minlength=n_cells)
+    per_fold = np.bincount(group, minlength=n_groups).reshape(n_cells, n_folds)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        resid = pred - y
+        m_r = _sums(g, resid, n_cells) / n
+        m_u = _sums(gu, pred_u, n_cells) / big_n
+        var_r = _sums(g, (resid - m_r[g]) ** 2, n_cells) / n
+        var_u = _sums(gu, (pred_u - m_u[gu]) ** 2, n_cells) / big_n
+        estimate = m_u - m_r
+        se = np.sqrt(var_u / big_n + var_r / n)
+    ok = (per_fold.min(axis=1) >= 2) & (big_n > 0)
+    estimate, se = np.where(ok, estimate, np.nan), np.where(ok, se, np.nan)
+    return CrossFitEstimates(
+        n_labelled=n.astype(np.int64),
+        n_unlabelled=big_n.astype(np.int64),
+        estimate=estimate,
+        ci_low=estimate - z * se,
+        ci_high=estimate + z * se,
+        se=se,
+    )

@@ -1,0 +1,43 @@
+"""A researcher opens the judge-assisted page on MentalAlign-70k in chromium; the forest plot
+draws from static/ with no page error."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation.roles import RESEARCHER, role_add
+from tests.analysis.conftest import mentalalign_get_or_import
+from tests.conftest import SCREENSHOTS, require_shared
+
+pytestmark = [pytest.mark.browser, pytest.mark.shared_data, pytest.mark.django_db(transaction=True)]
+
+
+def test_researcher_opens_the_judge_assisted_page(django_db_setup, live_server, page):
+    require_shared()
+    study = mentalalign_get_or_import()
+    user = get_user_model().objects.create_user("researcher2", password="pw-12345678")
+    role_add(user=user, role=RESEARCHER)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    page.goto(f"/accounts/login/?next=/analysis/studies/{study.pk}/")
+    page.fill("#id_username", "researcher2")
+    page.fill("#id_password", "pw-12345678")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"**/analysis/studies/{study.pk}/")
+    page.click("text=Judge-assisted clinician means and ratings planner")
+    page.wait_for_url(f"**/analysis/studies/{study.pk}/judge-assisted/", timeout=120_000)
+    page.select_option("#id_share", "10")
+    page.click("#ja-apply")
+    page.wait_for_url("**share=10**", timeout=120_000)
+    drawn = "#chart-ppi_forest[data-drawn='1'] svg, #chart-ppi_forest[data-drawn='1'] canvas"
+    page.wait_for_selector(drawn, timeout=60_000)
+    assert page.locator("text=a random 10% of the conversations").count() == 1
+    assert page.locator("#ja-ranking tbody tr").count() == 70
+    assert errors == []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "judge-assisted.png"), full_page=False)
+    page.locator("#chart-ppi_forest").screenshot(
+        path=str(SCREENSHOTS / "judge-assisted-forest.png")
+    )

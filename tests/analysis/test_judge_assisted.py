@@ -1,0 +1,225 @@
+"""`judge_assisted` on the small fixture study, checked against ppi_py on arrays read here
+straight from the ORM."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+from django.core.management import CommandError, call_command
+from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+
+from analysis import judge_assisted
+from analysis.judge_assisted_selectors import judge_assisted_arrays
+from analysis.selectors import attribute_names
+from annotation.models import Rating, Score
+
+HEADER = (
+    "responder,attribute,n_labelled,n_unlabelled,estimate,ci_low,ci_high,lambda,"
+    "clinician_only_estimate,clinician_only_ci_low,clinician_only_ci_high,judge_only_mean,"
+    "width_ratio"
+)
+
+
+def _run(study, *args: str) -> tuple[pd.DataFrame, str]:
+    out = io.StringIO()
+    call_command("judge_assisted", "--study", study.name, "--format", "csv", *args, stdout=out)
+    text = out.getvalue()
+    return pd.read_csv(io.StringIO(text)), text
+
+
+def _labelled_file(tmp_path, ids) -> str:
+    path = tmp_path / "labelled.txt"
+    path.write_text("\n".join(ids) + "\n")
+    return str(path)
+
+
+def _score(rater, conversation: str, responder: str, attribute: str) -> float | None:
+    values = list(
+        Score.objects.filter(
+            rating__rater=rater,
+            rating__status=Rating.Status.COMPLETE,
+            rating__response__conversation__external_id=conversation,
+            rating__response__responder__key=responder,
+            attribute__name=attribute,
+        ).values_list("value", flat=True)
+    )
+    return float(np.mean(values)) if values else None
+
+
+def _oracle(small_study, responder, attribute, judges, labelled, unlabelled):
+    """Y, f from single ORM reads per score, then ppi_py."""
+
+    def y(c):
+        scores = [_score(r, c, responder, attribute) for r in small_study.clinicians]
+        scores = [s for s in scores if s is not None]
+        return float(np.mean(scores))
+
+    def f(c):
+        return float(np.mean([_score(j, c, responder, attribute) for j in judges]))
+
+    ys = np.array([y(c) for c in labelled])
+    fs = np.array([f(c) for c in labelled])
+    fu = np.array([f(c) for c in unlabelled])
+    est = float(np.ravel(ppi_mean_pointestimate(ys, fs, fu, lam=None))[0])
+    low, high = (float(np.ravel(v)[0]) for v in ppi_mean_ci(ys, fs, fu, alpha=0.05))
+    return est, low, high, ys
+
+
+def test_csv_has_the_contract_columns_first_and_equals_ppi_py(small_study, tmp_path):
+    labelled = ["c0", "c1", "c2", "c3"]
+    table, text = _run(
+        small_study.study, "--judge", "judge-x", "--judge", "judge-y",
+        "--labelled", _labelled_file(tmp_path, labelled),
+    )  # fmt: skip
+    assert text.splitlines()[0].startswith(HEADER + ",")
+    attributes = attribute_names(study=small_study.study)
+    # m1 is excluded for judge-x: its f is judge-y alone (checked below); the others use both.
+    assert len(table) == 5 * len(attributes)
+    for responder, attribute in [("m2", attributes[0]), ("original", attributes[3])]:
+        row = table[(table.responder == responder) & (table.attribute == attribute)].iloc[0]
+        est, low, high, ys = _oracle(
+            small_study, responder, attribute, small_study.judges, labelled,
+            ["c4", "c5", "c6", "c7"],
+        )  # fmt: skip
+        assert (row.n_labelled, row.n_unlabelled) == (4, 4)
+        assert row.estimate == pytest.approx(est, abs=1e-12)
+        assert (row.ci_low, row.ci_high) == pytest.approx((low, high), abs=1e-12)
+        assert row.clinician_only_estimate == pytest.approx(ys.mean(), abs=1e-12)
+
+
+def test_csv_carries_full_float_precision(small_study, tmp_path):
+    _, text = _run(
+        small_study.study, "--judge", "judge-y",
+        "--labelled", _labelled_file(tmp_path, ["c0", "c2", "c4", "c6", "c7"]),
+    )  # fmt: skip
+    arrays = judge_assisted_arrays(
+        study=small_study.study, judges=["judge-y"], labelled={"c0", "c2", "c4", "c6", "c7"}
+    )
+    table = judge_assisted.means_table(
+        arrays,
+        judges=["judge-y"],
+        attributes=attribute_names(study=small_study.study),
+        explicit_labelled=True,
+    )
+    assert repr(float(table["ci_low"].iloc[0])) in text.splitlines()[1].split(",")
+
+
+def test_self_excluded_judge_does_not_count_for_its_responder(small_study):
+    both, _ = _run(small_study.study, "--judge", "judge-x", "--judge", "judge-y")
+    alone, _ = _run(small_study.study, "--judge", "judge-y")
+    m1_both = both[both.responder == "m1"].reset_index(drop=True)
+    m1_alone = alone[alone.responder == "m1"].reset_index(drop=True)
+    assert m1_both["judge_only_mean"].tolist() == pytest.approx(m1_alone["judge_only_mean"])
+    x_only, _ = _run(small_study.study, "--judge", "judge-x")
+    assert "m1" not in set(x_only.responder)
+
+
+def test_without_labelled_file_every_clinician_rated_conversation_is_labelled(small_study):
+    table, _ = _run(small_study.study, "--judge", "judge-y")
+    assert set(table.n_labelled) == {8} and set(table.n_unlabelled) == {0}
+    # No unlabelled conversation: the judge has nothing to add.
+    assert (table["estimate"] == table["clinician_only_estimate"]).all()
+
+
+def test_listed_conversation_missing_a_judge_score_leaves_the_cell(small_study, tmp_path):
+    Rating.objects.filter(
+        rater__name="judge-y", response__conversation__external_id="c1",
+        response__responder__key="m2",
+    ).delete()  # fmt: skip
+    Rating.objects.filter(
+        rater__name="judge-y", response__conversation__external_id="c6",
+        response__responder__key="m2",
+    ).delete()  # fmt: skip
+    table, _ = _run(
+        small_study.study, "--judge", "judge-y",
+        "--labelled", _labelled_file(tmp_path, ["c0", "c1", "c2", "c3"]),
+    )  # fmt: skip
+    m2, m3 = table[table.responder == "m2"], table[table.responder == "m3"]
+    assert set(m2.n_labelled) == {3} and set(m2.n_unlabelled) == {3}
+    assert set(m3.n_labelled) == {4} and set(m3.n_unlabelled) == {4}
+
+
+def test_listed_conversation_without_clinician_score_is_neither_labelled_nor_unlabelled(
+    small_study, tmp_path
+):
+    Rating.objects.filter(
+        rater__kind="clinician", response__conversation__external_id="c2",
+        response__responder__key="m3",
+    ).delete()  # fmt: skip
+    table, _ = _run(
+        small_study.study, "--judge", "judge-y",
+        "--labelled", _labelled_file(tmp_path, ["c0", "c1", "c2", "c3"]),
+    )  # fmt: skip
+    m3 = table[table.responder == "m3"]
+    assert set(m3.n_labelled) == {3} and set(m3.n_unlabelled) == {4}
+
+
+def test_differences_and_ranking_on_the_fixture(small_study):
+    attributes = attribute_names(study=small_study.study)
+    arrays = judge_assisted_arrays(study=small_study.study, judges=["judge-y"])
+    means = judge_assisted.means_table(arrays, judges=["judge-y"], attributes=attributes)
+    diffs = judge_assisted.differences_table(arrays, judges=["judge-y"], attributes=attributes)
+    assert len(diffs) == 10 * len(attributes)
+    row = diffs[(diffs.responder_a == "m1") & (diffs.responder_b == "m2")].iloc[0]
+    a = means[(means.responder == "m1") & (means.attribute == row.attribute)].iloc[0]
+    b = means[(means.responder == "m2") & (means.attribute == row.attribute)].iloc[0]
+    # All labelled, no unlabelled: the difference estimate is the difference of clinician means.
+    assert row.estimate == pytest.approx(a.estimate - b.estimate, abs=1e-12)
+    ranking = judge_assisted.ranking_table(means, diffs)
+    top = ranking[ranking.attribute == attributes[0]].sort_values("place")
+    first = means[means.attribute == attributes[0]].sort_values("estimate", ascending=False)
+    assert top.responder.tolist() == first.responder.tolist()
+    assert top.separated_from_next.iloc[-1] is None  # the last place has no next
+    # original (quality 3.0) vs m4 (4.6) differ clearly; the place order puts m4 first.
+    pair = diffs[(diffs.responder_a == "m4") & (diffs.responder_b == "original")]
+    pair = (
+        pair
+        if len(pair)
+        else diffs[(diffs.responder_a == "original") & (diffs.responder_b == "m4")]
+    )
+    assert (pair.ci_high < 0).all() or (pair.ci_low > 0).all()
+    for place in range(len(top) - 1):
+        a, b = top.responder.iloc[place], top.responder.iloc[place + 1]
+        d = diffs[(diffs.attribute == attributes[0])
+                  & (((diffs.responder_a == a) & (diffs.responder_b == b))
+                     | ((diffs.responder_a == b) & (diffs.responder_b == a)))].iloc[0]  # fmt: skip
+        assert top.separated_from_next.iloc[place] == bool(d.ci_low > 0 or d.ci_high < 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--study", "nope", "--judge", "judge-y"], "no study named 'nope'"),
+        (["--judge", "judge-z"], "no judge named 'judge-z'"),
+        (["--judge", "judge-y", "--alpha", "1.5"], "--alpha must be"),
+        (["--judge", "judge-y", "--alpha", "abc"], "--alpha must be"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(small_study, args, message):
+    if "--study" not in args:
+        args = ["--study", small_study.study.name, *args]
+    with pytest.raises(CommandError, match=message) as info:
+        call_command("judge_assisted", *args, stdout=io.StringIO())
+    assert "\n" not in str(info.value)
+
+
+def test_bad_labelled_files_are_one_line_errors(small_study, tmp_path):
+    base = ["--study", small_study.study.name, "--judge", "judge-y", "--labelled"]
+    with pytest.raises(CommandError, match=r"line 2: 'c99'"):
+        call_command("judge_assisted", *base, _labelled_file(tmp_path, ["c0", "c99"]))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(CommandError, match="lists no conversation id"):
+        call_command("judge_assisted", *base, str(empty))
+    with pytest.raises(CommandError, match="cannot read"):
+        call_command("judge_assisted", *base, str(tmp_path / "missing.txt"))
+
+
+def test_table_format_is_readable(small_study):
+    out = io.StringIO()
+    call_command("judge_assisted", "--study", small_study.study.name, "--judge", "judge-y",
+                 stdout=out)  # fmt: skip
+    assert "width_ratio" in out.getvalue() and "m4" in out.getvalue()

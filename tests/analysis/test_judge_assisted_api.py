@@ -1,0 +1,73 @@
+"""GET /api/studies/<id>/judge-assisted/: researchers only, the command's numbers, clear errors."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+
+def _client(user=None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+def _url(study) -> str:
+    return f"/api/studies/{study.pk}/judge-assisted/"
+
+
+def test_researcher_gets_means_differences_ranking_and_planner(small_study, researcher):
+    response = _client(researcher).get(
+        _url(small_study.study), {"judge": ["judge-x", "judge-y"], "target": "0.2"}
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    out = io.StringIO()
+    call_command(
+        "judge_assisted", "--study", small_study.study.name, "--judge", "judge-x",
+        "--judge", "judge-y", "--format", "csv", stdout=out,
+    )  # fmt: skip
+    csv = pd.read_csv(io.StringIO(out.getvalue()))
+    means = pd.DataFrame(body["means"])
+    assert len(means) == len(csv) == 35
+    pd.testing.assert_series_equal(means["ci_low"], csv["ci_low"], check_exact=True)
+    assert len(body["differences"]) == 10 * 7 and len(body["ranking"]) == 35
+    assert {row["target_half_width"] for row in body["planner"]} == {0.2}
+    assert body["ranking"][-1]["separated_from_next"] is None
+
+
+def test_clinician_gets_403_and_anonymous_401(small_study, clinician_user):
+    assert (
+        _client(clinician_user).get(_url(small_study.study), {"judge": "judge-y"}).status_code
+        == 403
+    )
+    assert _client().get(_url(small_study.study), {"judge": "judge-y"}).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({}, "at least one judge"),
+        ({"judge": "judge-z"}, "no judge named 'judge-z'"),
+        ({"judge": "judge-y", "alpha": "2"}, "alpha must be"),
+        ({"judge": "judge-y", "alpha": "x"}, "must be a number"),
+        ({"judge": "judge-y", "target": "-1"}, "half-width must be positive"),
+    ],
+)
+def test_bad_parameters_are_400_with_a_clear_message(small_study, researcher, params, message):
+    response = _client(researcher).get(_url(small_study.study), params)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+
+
+def test_unknown_study_is_404(db, researcher):
+    assert (
+        _client(researcher).get("/api/studies/999999/judge-assisted/", {"judge": "j"}).status_code
+        == 404
+    )

@@ -1,0 +1,210 @@
+"""analysis.ppi against the reference implementation ppi_py (a test dependency)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
+
+from analysis import ppi
+
+TOL = 1e-9
+
+
+def _reference(y, f, fu, alpha=0.05):
+    est = float(np.asarray(ppi_mean_pointestimate(y, f, fu, lam=None)).ravel()[0])
+    low, high = (float(np.asarray(v).ravel()[0]) for v in ppi_mean_ci(y, f, fu, alpha=alpha))
+    return est, low, high
+
+
+def _lam_reference(y, f, fu):
+    # ppi_py does not return λ; recover it from the point estimate, which is linear in λ.
+    est, _, _ = _reference(y, f, fu)
+    return (est - y.mean()) / (fu.mean() - f.mean())
+
+
+def _cell(rng, n, big_n, rho):
+    truth = rng.normal(3.0, 0.8, n + big_n)
+    judge = rho * truth + np.sqrt(1 - rho**2) * rng.normal(3.0, 0.8, n + big_n) + 0.5
+    y = np.clip(np.rint(truth * 2) / 2, 1, 5)
+    return y[:n], judge[:n], judge[n:]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matches_ppi_py_on_random_cells(seed):
+    rng = np.random.default_rng(seed)
+    n, big_n = int(rng.integers(3, 200)), int(rng.integers(1, 800))
+    y, f, fu = _cell(rng, n, big_n, rho=float(rng.uniform(0.0, 0.95)))
+    got = ppi.ppi_mean(y, f, fu, alpha=0.05)
+    est, low, high = _reference(y, f, fu)
+    assert got.estimate[0] == pytest.approx(est, abs=TOL)
+    assert got.ci_low[0] == pytest.approx(low, abs=TOL)
+    assert got.ci_high[0] == pytest.approx(high, abs=TOL)
+    if 0 < got.lam[0] < 1:
+        assert got.lam[0] == pytest.approx(_lam_reference(y, f, fu), abs=1e-7)
+    c_low, c_high = classical_mean_ci(y, alpha=0.05)
+    assert got.clinician_only_ci_low[0] == pytest.approx(c_low, abs=TOL)
+    assert got.clinician_only_ci_high[0] == pytest.approx(c_high, abs=TOL)
+    assert got.judge_only_mean[0] == pytest.approx(np.concatenate([f, fu]).mean(), abs=TOL)
+
+
+def test_many_cells_at_once_equal_one_cell_at_a_time():
+    rng = np.random.default_rng(3)
+    ys, fs, fus, g, gu = [], [], [], [], []
+    for c in range(9):
+        y, f, fu = _cell(rng, 20 + 7 * c, 100 + 13 * c, rho=0.1 * c)
+        ys.append(y), fs.append(f), fus.append(fu)
+        g.append(np.full(y.size, c)), gu.append(np.full(fu.size, c))
+    got = ppi.ppi_mean_cells(
+        y=np.concatenate(ys),
+        f=np.concatenate(fs),
+        cell=np.concatenate(g),
+        f_unlabelled=np.concatenate(fus),
+        cell_unlabelled=np.concatenate(gu),
+        n_cells=9,
+        alpha=0.1,
+    )
+    for c in range(9):
+        est, low, high = _reference(ys[c], fs[c], fus[c], alpha=0.1)
+        assert got.estimate[c] == pytest.approx(est, abs=TOL)
+        assert (got.ci_low[c], got.ci_high[c]) == pytest.approx((low, high), abs=TOL)
+        assert got.n_labelled[c] == ys[c].size and got.n_unlabelled[c] == fus[c].size
+
+
+def test_two_labelled_observations():
+    y, f, fu = np.array([2.0, 4.0]), np.array([2.5, 3.0]), np.array([3.0, 1.0, 4.5, 2.0])
+    got = ppi.ppi_mean(y, f, fu)
+    est, low, high = _reference(y, f, fu)
+    assert (got.estimate[0], got.ci_low[0], got.ci_high[0]) == pytest.approx(
+        (est, low, high), abs=TOL
+    )
+
+
+def test_one_labelled_observation_gives_no_interval():
+    got = ppi.ppi_mean(np.array([3.0]), np.array([3.0]), np.array([2.0, 4.0]))
+    assert np.isnan(got.estimate[0]) and np.isnan(got.ci_low[0]) and got.n_labelled[0] == 1
+
+
+def test_judge_constant_on_labelled_gives_lambda_zero_and_clinician_interval():
+    rng = np.random.default_rng(1)
+    y = rng.integers(1, 6, 40).astype(float)
+    f, fu = np.full(40, 3.0), rng.integers(1, 6, 300).astype(float)
+    got = ppi.ppi_mean(y, f, fu)
+    est, low, high = _reference(y, f, fu)
+    assert got.lam[0] == 0.0
+    assert (got.estimate[0], got.ci_low[0], got.ci_high[0]) == pytest.approx(
+        (est, low, high), abs=TOL
+    )
+    assert got.width_ratio[0] == pytest.approx(1.0, abs=TOL)
+
+
+def test_judge_constant_everywhere_is_clinician_only_where_ppi_py_divides_zero_by_zero():
+    rng = np.random.default_rng(2)
+    y = rng.integers(1, 6, 30).astype(float)
+    f, fu = np.full(30, 4.0), np.full(200, 4.0)
+    got = ppi.ppi_mean(y, f, fu)
+    # Every λ gives the same estimate and interval here; ppi_py's λ is 0/0, so compare with λ=0.
+    low, high = (float(np.ravel(v)[0]) for v in ppi_mean_ci(y, f, fu, alpha=0.05, lam=0.0))
+    assert got.lam[0] == 0.0
+    assert got.estimate[0] == pytest.approx(y.mean(), abs=TOL)
+    assert (got.ci_low[0], got.ci_high[0]) == pytest.approx((low, high), abs=TOL)
+
+
+def test_uncorrelated_judge_gives_lambda_near_zero_and_clinician_only_interval():
+    rng = np.random.default_rng(5)
+    y, f, fu = _cell(rng, 400, 4000, rho=0.0)
+    got = ppi.ppi_mean(y, f, fu)
+    est, low, high = _reference(y, f, fu)
+    assert got.lam[0] < 0.1
+    assert (got.estimate[0], got.ci_low[0], got.ci_high[0]) == pytest.approx(
+        (est, low, high), abs=TOL
+    )
+    assert got.ci_high[0] - got.ci_low[0] == pytest.approx(
+        got.clinician_only_ci_high[0] - got.clinician_only_ci_low[0], rel=0.01
+    )
+
+
+def test_negatively_correlated_judge_is_clipped_to_clinician_only():
+    rng = np.random.default_rng(6)
+    y, f, fu = _cell(rng, 100, 500, rho=0.0)
+    f = -y + rng.normal(0, 0.1, y.size)
+    got = ppi.ppi_mean(y, f, fu)
+    est, low, high = _reference(y, f, fu)
+    assert got.lam[0] == 0.0
+    assert got.estimate[0] == pytest.approx(y.mean(), abs=TOL) == pytest.approx(est, abs=TOL)
+    assert (got.ci_low[0], got.ci_high[0]) == pytest.approx((low, high), abs=TOL)
+
+
+def test_good_judge_narrows_the_interval_and_saves_ratings():
+    rng = np.random.default_rng(8)
+    y, f, fu = _cell(rng, 100, 2000, rho=0.9)
+    got = ppi.ppi_mean(y, f, fu)
+    assert got.width_ratio[0] < 0.8
+    assert got.ratings_saved[0] == pytest.approx(1 - got.width_ratio[0] ** 2)
+
+
+def test_no_unlabelled_conversation_gives_the_clinician_mean():
+    y, f = np.array([1.0, 2.0, 4.0]), np.array([1.5, 2.0, 3.5])
+    got = ppi.ppi_mean(y, f, np.array([]))
+    assert got.lam[0] == 0.0 and got.estimate[0] == pytest.approx(y.mean())
+    assert got.ci_low[0] == pytest.approx(got.clinician_only_ci_low[0])
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1, 2.0])
+def test_bad_alpha_is_refused(alpha):
+    with pytest.raises(ValueError, match="alpha"):
+        ppi.ppi_mean(np.array([1.0, 2.0]), np.array([1.0, 2.0]), np.array([3.0]), alpha=alpha)
+
+
+def test_nan_input_is_refused():
+    with pytest.raises(ValueError, match="NaN"):
+        ppi.ppi_mean(np.array([1.0, np.nan]), np.array([1.0, 2.0]), np.array([3.0]))
+
+
+def _crossfit_reference(y, x, fold, xu, k_folds, alpha=0.05):
+    """Predictions from scikit-learn's LinearRegression per fold, then ppi_py's cross-PPI."""
+    from ppi_py import crossppi_mean_ci, crossppi_mean_pointestimate
+    from sklearn.linear_model import LinearRegression
+
+    yhat = np.empty(y.size)
+    yhat_u = np.empty((xu.shape[0], k_folds))
+    for k in range(k_folds):
+        model = LinearRegression().fit(x[fold != k], y[fold != k])
+        yhat[fold == k] = model.predict(x[fold == k])
+        yhat_u[:, k] = model.predict(xu)
+    est = float(np.ravel(crossppi_mean_pointestimate(y, yhat, yhat_u))[0])
+    low, high = (float(np.ravel(v)[0]) for v in crossppi_mean_ci(y, yhat, yhat_u, alpha=alpha))
+    return est, low, high
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cross_fitted_predictor_matches_sklearn_and_ppi_py(seed):
+    rng = np.random.default_rng(seed)
+    ys, xs, folds, xus, g, gu, refs = [], [], [], [], [], [], []
+    for c in range(3):
+        n, big_n = int(rng.integers(30, 120)), int(rng.integers(50, 400))
+        truth = rng.normal(3, 1, n + big_n)
+        x = np.column_stack(
+            [truth * 0.6 + rng.normal(0, 1, truth.size), truth * 0.3 + rng.normal(1, 1, truth.size)]
+        )
+        y, xl, xu = truth[:n], x[:n], x[n:]
+        fold = rng.permutation(np.arange(n) % 5)
+        refs.append(_crossfit_reference(y, xl, fold, xu, 5))
+        ys.append(y), xs.append(xl), folds.append(fold), xus.append(xu)
+        g.append(np.full(n, c)), gu.append(np.full(big_n, c))
+    got = ppi.crossppi_mean_cells(
+        y=np.concatenate(ys), x=np.vstack(xs), cell=np.concatenate(g),
+        fold=np.concatenate(folds), x_unlabelled=np.vstack(xus),
+        cell_unlabelled=np.concatenate(gu), n_cells=3, n_folds=5,
+    )  # fmt: skip
+    for c, (est, low, high) in enumerate(refs):
+        assert got.estimate[c] == pytest.approx(est, abs=1e-9)
+        assert (got.ci_low[c], got.ci_high[c]) == pytest.approx((low, high), abs=1e-9)
+
+
+def test_cross_fitting_needs_two_labelled_per_fold():
+    got = ppi.crossppi_mean_cells(
+        y=np.arange(6.0), x=np.arange(6.0), cell=np.zeros(6, int), fold=np.arange(6) % 5,
+        x_unlabelled=np.arange(3.0), cell_unlabelled=np.zeros(3, int), n_cells=1, n_folds=5,
+    )  # fmt: skip
+    assert np.isnan(got.estimate[0]) and got.n_labelled[0] == 6
