@@ -196,6 +196,10 @@ EXPECTED: dict[str, list[Case]] = {
     "analysis/studies/<int:study_id>/ratings.csv": [
         C("/analysis/studies/{study_id}/ratings.csv", get=RESEARCHERS)
     ],
+    "analysis/studies/<int:study_id>/judge-assisted/": [
+        C("/analysis/studies/{study_id}/judge-assisted/", get=RESEARCHERS),
+        C("/analysis/studies/{study_id}/judge-assisted/?judge=walk-judge", get=RESEARCHERS),
+    ],
     "analysis/distortions/kappa-f1/": [
         C("/analysis/distortions/kappa-f1/", get=RESEARCHERS, post=RESEARCHERS)
     ],
@@ -246,6 +250,9 @@ EXPECTED: dict[str, list[Case]] = {
     ],
     "api/studies/(?P<pk>[^/.]+)/reports/(?P<table>[a-z_]+)\\.(?P<format>[a-z0-9]+)/?$": [
         C("/api/studies/{study_id}/reports/reliability.json", get=API)
+    ],
+    "api/studies/<int:pk>/judge-assisted/": [
+        C("/api/studies/{study_id}/judge-assisted/?judge=walk-judge", get=API)
     ],
     "api/ratings/$": [C("/api/ratings/", get=API)],
     "api/ratings\\.(?P<format>[a-z0-9]+)/?$": [C("/api/ratings.json", get=API)],
