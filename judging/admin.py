@@ -36,6 +36,7 @@ class ModelEndpointForm(forms.ModelForm):
             "api_key",
             "default_params",
             "json_mode",
+            "structured_output",
             "supports_temperature",
             "json_prefill",
             "timeout_s",

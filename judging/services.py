@@ -53,7 +53,7 @@ from annotation.models import (
 )
 from annotation.responders import paper_judge_defaults
 
-from . import prompts, providers
+from . import prompts, providers, structured
 from .label_parsing import LabelParse, parse_label_output
 from .models import ModelEndpoint, Run, RunItem
 from .parsing import JudgeParse, parse_judge_output, strip_think
@@ -104,6 +104,7 @@ def endpoint_config(endpoint: ModelEndpoint) -> providers.EndpointConfig:
         timeout=endpoint.timeout_s,
         json_prefill=endpoint.json_prefill,
         supports_temperature=endpoint.supports_temperature,
+        structured_output=endpoint.structured_output,
         name=endpoint.name,
     )
 
@@ -855,6 +856,8 @@ class _Plan:
     responder_id: int | None = None
     labels: list[dict[str, str]] = field(default_factory=list)
     scheme: str = "ranked"
+    # The answer's JSON schema, sent only where the endpoint has structured outputs on.
+    output_schema: providers.OutputSchema | None = None
 
     @classmethod
     def load(cls, run: Run) -> _Plan:
@@ -880,9 +883,19 @@ class _Plan:
             plan.rubric = study_rubric(study_id=run.study_id)
             plan.attribute_ids = {a["name"]: a["id"] for a in plan.rubric}
             plan.scale = prompts.rubric_scale(plan.rubric)
+            if endpoint.structured_output != providers.STRUCTURED_OFF:
+                plan.output_schema = providers.OutputSchema(
+                    name=structured.JUDGE_SCHEMA_NAME,
+                    schema=structured.judge_output_schema(plan.rubric),
+                )
         elif run.kind == Run.Kind.LABELLING:
             plan.labels = study_distortion_labels(study_id=run.study_id)
             plan.scheme = (run.params or {}).get("scheme") or run.study.label_scheme
+            if endpoint.structured_output != providers.STRUCTURED_OFF:
+                plan.output_schema = providers.OutputSchema(
+                    name=structured.LABELS_SCHEMA_NAME,
+                    schema=structured.labels_output_schema(plan.labels, scheme=plan.scheme),
+                )
         return plan
 
     def store(self, results: Sequence[Result], token: str) -> int:
@@ -1072,6 +1085,7 @@ async def _call(
     temperature: float | None,
     max_tokens: int | None,
     json_mode: bool,
+    schema: providers.OutputSchema | None = None,
 ) -> providers.Completion:
     assert plan.config is not None
     return await providers.complete_with_retries(
@@ -1081,6 +1095,7 @@ async def _call(
         temperature=temperature,
         max_tokens=max_tokens,
         json_mode=json_mode,
+        schema=schema,
         client=client,
         limiter=limiter,
         max_attempts=MAX_HTTP_ATTEMPTS,
@@ -1113,6 +1128,7 @@ async def _judge(
             temperature=plan.temperature,
             max_tokens=plan.max_tokens or JUDGE_MAX_TOKENS,
             json_mode=plan.json_mode,
+            schema=plan.output_schema,
         )
         outcome.add(completion)
         outcome.raw_output = completion.text
@@ -1152,6 +1168,7 @@ async def _label(
             temperature=plan.temperature,
             max_tokens=plan.max_tokens or LABELLING_MAX_TOKENS,
             json_mode=False,  # Appendix D asks for a plain comma-separated list
+            schema=plan.output_schema,  # sent only when the endpoint turned it on
         )
         outcome.add(completion)
         outcome.raw_output = completion.text
