@@ -131,6 +131,44 @@ def study_rubric(*, study_id: int) -> list[dict[str, Any]]:
     ]
 
 
+LOCAL_ENDPOINT_NAME = "local SmolLM2-135M (llama.cpp)"
+LOCAL_STRUCTURED_ENDPOINT_NAME = "local SmolLM2-135M (llama.cpp, structured)"
+
+
+@transaction.atomic
+def local_endpoints_register(*, base_url: str, model: str) -> list[ModelEndpoint]:
+    """The two endpoints of the local llama.cpp server (bin/local-model): prompt-only, as the
+    papers' judges were asked, and with the schema as a grammar. Idempotent: a second call
+    points the same rows at `base_url`.
+
+    No key (llama.cpp accepts any), no price, a long timeout: the server answers one request at
+    a time on a shared CPU, so queued requests wait their turn.
+    """
+    if not base_url.startswith(("http://", "https://")):
+        raise RunError(f"base URL {base_url!r} must start with http:// or https://")
+    registered = []
+    for name, mode in (
+        (LOCAL_ENDPOINT_NAME, providers.STRUCTURED_OFF),
+        (LOCAL_STRUCTURED_ENDPOINT_NAME, "llama_cpp"),
+    ):
+        endpoint, _ = ModelEndpoint.objects.update_or_create(
+            name=name,
+            defaults={
+                "provider": ModelEndpoint.Provider.OPENAI_COMPATIBLE,
+                "model": model,
+                "family": "smollm2",
+                "base_url": base_url,
+                # Prompt-only means no JSON mode either: llama.cpp would turn it into a grammar.
+                "json_mode": False,
+                "structured_output": mode,
+                "timeout_s": 600.0,
+                "responder_key": "smollm2_135m",
+            },
+        )
+        registered.append(endpoint)
+    return registered
+
+
 def judge_rater_for_endpoint(*, endpoint: ModelEndpoint) -> Rater:
     """The judge Rater an endpoint's ratings are stored under (created on first use).
 

@@ -205,3 +205,17 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> Non
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+# ------------------------------------------------------------------------------ a real model
+
+
+@pytest.fixture(scope="session")
+def local_llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """One llama.cpp server with SmolLM2-135M for the whole session (2 threads, small context)."""
+    from tests.local_llama import LocalLlama, require_local_model
+
+    require_local_model()
+    server = LocalLlama(log=tmp_path_factory.mktemp("llama") / "server.log").start()
+    yield server
+    server.stop()
