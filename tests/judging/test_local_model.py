@@ -11,13 +11,14 @@ the ones the server reported (a recording proxy in front of it checks that). Sma
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
 import pytest
 
 from annotation.models import Conversation, LabelAnnotation, Rating, Response, Score, Study
-from annotation.services import study_get_or_create
+from annotation.services import responders_ensure, study_get_or_create
 from judging import local_model, selectors, services
 from judging.models import Run, RunItem
 from tests.fakes.llm_server import request_schema
@@ -31,17 +32,24 @@ CONVERSATIONS = 3
 RUN_TIMEOUT = 400  # seconds; generous: the CPU is shared, and a timeout only fails the test
 
 
-def demo_contexts(n: int = CONVERSATIONS) -> list[tuple[str, str]]:
+def demo_rows(n: int = CONVERSATIONS) -> list[dict]:
     rows = [json.loads(line) for line in DEMO.read_text().splitlines() if line.strip()]
-    return [(row["id"], row["context"]) for row in rows[:n]]
+    return rows[:n]
 
 
 def small_study(kind: str = Study.Kind.RESPONSE_RATING, **options) -> Study:
+    """The first demo conversations; a rating study also gets their human reference answers."""
     study, _ = study_get_or_create(name=f"local {uuid.uuid4().hex[:6]}", kind=kind, **options)
-    Conversation.objects.bulk_create(
-        Conversation(study=study, external_id=external_id, context=context)
-        for external_id, context in demo_contexts()
+    made = Conversation.objects.bulk_create(
+        Conversation(study=study, external_id=row["id"], context=row["context"])
+        for row in demo_rows()
     )
+    if kind == Study.Kind.RESPONSE_RATING:
+        (human,) = responders_ensure(keys={"human"}).values()
+        Response.objects.bulk_create(
+            Response(conversation=conversation, responder=human, text=row["response"])
+            for conversation, row in zip(made, demo_rows(), strict=True)
+        )
     return study
 
 
@@ -101,7 +109,7 @@ def test_generation_then_judge_runs_on_a_real_model_through_a_celery_worker(
         study_id=study.id, endpoint=prompt_only, max_tokens=48, concurrency=2, parallel_tasks=1
     )
     generation = finished(generation)
-    generated = Response.objects.filter(conversation__study=study)
+    generated = Response.objects.filter(conversation__study=study, responder__family="smollm2")
     assert generated.count() == CONVERSATIONS
     assert RunItem.objects.filter(run=generation, status=RunItem.Status.DONE).count() == 3
     for response in generated:
@@ -125,6 +133,10 @@ def test_generation_then_judge_runs_on_a_real_model_through_a_celery_worker(
         )
         run = finished(run)
         ratings = Rating.objects.filter(run=run)
+        # A judge never rates its own family's answers (self-preference exclusion): the
+        # generated responses are left out, the human reference answers are rated.
+        assert RunItem.objects.filter(run=run).count() == CONVERSATIONS
+        assert not ratings.filter(response__in=generated).exists()
         counts = assert_every_item_valid_or_invalid_with_reason(run, ratings)
         scores = Score.objects.filter(rating__run=run)
         assert set(scores.values_list("value", flat=True)) <= levels
@@ -167,3 +179,26 @@ def test_labelling_runs_on_a_real_model_prompt_only_and_structured(
         sent = [request_schema(body) for body in local_llama.bodies_since(body_mark)]
         assert sent and all((schema is not None) == schema_sent for schema in sent)
         print(f"{endpoint.name}: {counts}")
+
+
+@pytest.mark.django_db
+def test_local_model_endpoint_command_registers_both_endpoints_once():
+    from django.core.management import CommandError, call_command
+
+    from judging.models import ModelEndpoint
+
+    for port in (8012, 8013):  # a second call points the same rows elsewhere
+        call_command(
+            "local_model_endpoint",
+            "--base-url",
+            f"http://127.0.0.1:{port}/v1",
+            stdout=open(os.devnull, "w"),  # noqa: SIM115
+        )
+    endpoints = ModelEndpoint.objects.filter(family="smollm2").order_by("name")
+    assert [(e.name, e.structured_output, e.json_mode, e.base_url) for e in endpoints] == [
+        (services.LOCAL_ENDPOINT_NAME, "off", False, "http://127.0.0.1:8013/v1"),
+        (services.LOCAL_STRUCTURED_ENDPOINT_NAME, "llama_cpp", False, "http://127.0.0.1:8013/v1"),
+    ]
+    assert not any(e.api_key or e.api_key_env for e in endpoints)
+    with pytest.raises(CommandError, match="must start with http:// or https://"):
+        call_command("local_model_endpoint", "--base-url", "127.0.0.1:8012/v1")
