@@ -98,6 +98,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=60)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=200)
+    parser.add_argument(
+        "--threads", type=int, default=2, help="llama.cpp threads (1 when the cores are busy)"
+    )
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT))
@@ -121,7 +124,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
     log = Path(tempfile.mkdtemp(prefix="mentalbench-llama-")) / "server.log"
-    server = LocalLlama(log=log).start()
+    server = LocalLlama(log=log, threads=args.threads).start()
     try:
         endpoints = services.local_endpoints_register(
             base_url=server.server_url, model=local_model.MODEL_ALIAS

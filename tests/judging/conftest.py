@@ -216,6 +216,10 @@ def local_llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     from tests.local_llama import LocalLlama, require_local_model
 
     require_local_model()
-    server = LocalLlama(log=tmp_path_factory.mktemp("llama") / "server.log").start()
+    # LOCAL_MODEL_THREADS=1 on a machine whose cores are busy: llama.cpp's threads spin-wait
+    # for each other, and two of them on oversubscribed cores run several times slower than one.
+    threads = int(os.environ.get("LOCAL_MODEL_THREADS", "2"))
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    server = LocalLlama(log=log, threads=threads).start()
     yield server
     server.stop()
