@@ -50,7 +50,7 @@ def test_newcomer_launches_a_judge_run_on_the_demo_study_and_sees_it_finish(
     page.fill("#id_max_output_attempts", "2")
     page.fill("#id_concurrency", "2")
     page.fill("#id_parallel_tasks", "1")
-    page.click("button[type=submit]")
+    page.click("#launch-form button[type=submit]")
     page.wait_for_url("**/judging/runs/*/")
 
     # The page polls every 2 s (htmx); "Done" appears by itself when the worker finishes.
