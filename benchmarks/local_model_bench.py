@@ -15,8 +15,9 @@ What it does, on this machine (needs the local-model extra, PostgreSQL and Redis
 4. prints a Markdown table: valid/invalid per mode with the commonest reasons, completion
    tokens/s as the server reported them, and direct wall time ÷ platform wall time.
 
-Runs are alternated (platform, direct, platform, direct) so a change in the machine's load hits
-both sides. Needs PostgreSQL on $BENCH_PG (default postgres://postgres@127.0.0.1:5432) and Redis
+Each mode starts with one untimed warm-up request (llama.cpp's first request evaluates the whole
+shared prompt prefix), and the order alternates (platform then direct, then direct then
+platform) so a drift in the machine's load does not favour one side. Needs PostgreSQL on $BENCH_PG (default postgres://postgres@127.0.0.1:5432) and Redis
 on $BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, used by the rate limiter only).
 """
 
@@ -81,9 +82,9 @@ async def _direct(config, prompts, *, concurrency: int, max_tokens: int, schema,
 
 
 def _reason(error: str) -> str:
-    """A short bucket for an invalid output's reason (the first clause, numbers dropped)."""
-    head = error.split(";")[0].removeprefix("no valid judge output").strip(" ;:")
-    head = head.removeprefix("attempt 1:").strip()
+    """A short bucket for an invalid output's reason (the first attempt's, numbers dropped)."""
+    head = error.removeprefix("no valid judge output;").strip()
+    head = head.removeprefix("attempt 1:").split("; attempt")[0].strip()
     if " is not on the " in head:
         return "a score off the 1–5 scale"
     if head.startswith("missing"):
@@ -127,12 +128,12 @@ def main() -> None:
     server = LocalLlama(log=log, threads=args.threads).start()
     try:
         endpoints = services.local_endpoints_register(
-            base_url=server.server_url, model=local_model.MODEL_ALIAS
+            base_url=server.base_url, model=local_model.MODEL_ALIAS
         )
         study_id = Run._meta.apps.get_model("annotation", "Study").objects.get(name="Demo study").id
         load_before = os.getloadavg()
         rows = []
-        for endpoint in endpoints:
+        for index, endpoint in enumerate(endpoints):
             # Launch without enqueuing (eager mode would run it inside the launch), then run
             # the work loop in the foreground, timed.
             with mock.patch.object(services, "_enqueue", lambda run_id, count: None):
@@ -147,32 +148,52 @@ def main() -> None:
                     parallel_tasks=1,
                     max_output_attempts=1,
                 )
-            mark = server.mark()
+            plan = services._Plan.load(run)
+            items = RunItem.objects.filter(run=run).select_related("response__conversation")
+            texts = [services.item_messages(item=item, rubric=plan.rubric) for item in items]
+            names = [a["name"] for a in plan.rubric]
+
+            def direct_loop(plan=plan, texts=texts, names=names):
+                return asyncio.run(
+                    _direct(
+                        plan.config,
+                        texts,
+                        concurrency=args.concurrency,
+                        max_tokens=args.max_tokens,
+                        schema=plan.output_schema,
+                        names=names,
+                        scale=prompts.rubric_scale(plan.rubric),
+                    )
+                )
+
+            # Warm-up, not timed: llama.cpp's first request evaluates the whole shared prompt
+            # prefix (and a schema's first grammar); later ones reuse the cached prefix.
+            asyncio.run(
+                _direct(
+                    plan.config,
+                    texts[:1],
+                    concurrency=1,
+                    max_tokens=8,
+                    schema=plan.output_schema,
+                    names=names,
+                    scale=prompts.rubric_scale(plan.rubric),
+                )
+            )
+            direct_first = index % 2 == 1  # alternate which side goes first
+            if direct_first:
+                direct_wall, direct = direct_loop()
             started = time.perf_counter()
             services.run_work(run_id=run.id)
             platform_wall = time.perf_counter() - started
-            _, _, platform_tokens = server.usage_since(mark)
+            if not direct_first:
+                direct_wall, direct = direct_loop()
+            platform_tokens = sum(items.values_list("output_tokens", flat=True))
             ratings = Rating.objects.filter(run=run)
             valid = ratings.filter(status=Rating.Status.COMPLETE).count()
             reasons = collections.Counter(
                 _reason(error)
                 for error in ratings.filter(status=Rating.Status.INVALID).values_list(
                     "error", flat=True
-                )
-            )
-            plan = services._Plan.load(run)
-            items = RunItem.objects.filter(run=run).select_related("response__conversation")
-            texts = [services.item_messages(item=item, rubric=plan.rubric) for item in items]
-            names = [a["name"] for a in plan.rubric]
-            direct_wall, direct = asyncio.run(
-                _direct(
-                    plan.config,
-                    texts,
-                    concurrency=args.concurrency,
-                    max_tokens=args.max_tokens,
-                    schema=plan.output_schema,
-                    names=names,
-                    scale=prompts.rubric_scale(plan.rubric),
                 )
             )
             direct_valid = sum(ok for ok, _, _ in direct)

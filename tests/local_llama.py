@@ -197,4 +197,3 @@ class LocalLlama:
             return web.Response(
                 status=up.status, body=payload, content_type=up.content_type or None
             )
-
