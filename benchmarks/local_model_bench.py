@@ -17,8 +17,9 @@ What it does, on this machine (needs the local-model extra, PostgreSQL and Redis
 
 Each mode starts with one untimed warm-up request (llama.cpp's first request evaluates the whole
 shared prompt prefix), and the order alternates (platform then direct, then direct then
-platform) so a drift in the machine's load does not favour one side. Needs PostgreSQL on $BENCH_PG (default postgres://postgres@127.0.0.1:5432) and Redis
-on $BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, used by the rate limiter only).
+platform) so a drift in the machine's load does not favour one side. Needs PostgreSQL on
+$BENCH_PG (default postgres://postgres@127.0.0.1:5432) and Redis on $BENCH_REDIS_URL (default
+redis://127.0.0.1:6379/13, used by the rate limiter only).
 """
 
 from __future__ import annotations
