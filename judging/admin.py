@@ -39,6 +39,7 @@ class ModelEndpointForm(forms.ModelForm):
             "api_key",
             "default_params",
             "json_mode",
+            "structured_output",
             "supports_temperature",
             "json_prefill",
             "timeout_s",

@@ -10,11 +10,13 @@ counters cannot drift from the rows they count.
 from datetime import datetime
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
 from . import api_keys
 from .fields import EncryptedKeyField
+from .providers import STRUCTURED_OFF, STRUCTURED_OUTPUTS, structured_output_check
 
 
 class ModelEndpoint(models.Model):
@@ -49,6 +51,13 @@ class ModelEndpoint(models.Model):
     json_prefill = models.BooleanField(
         default=False, help_text="Anthropic only: prefill '{' when asking for JSON"
     )
+    # Off by default: the papers' judges were prompted for JSON, and reproductions stay so.
+    structured_output = models.CharField(
+        max_length=32,
+        choices=list(STRUCTURED_OUTPUTS.items()),
+        default=STRUCTURED_OFF,
+        help_text="send the rubric / label set as a JSON schema, in this server's dialect",
+    )
     responder_key = models.CharField(
         max_length=100,
         blank=True,
@@ -61,6 +70,19 @@ class ModelEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        if self.provider == self.Provider.VLLM_OFFLINE:
+            if self.structured_output != STRUCTURED_OFF:
+                raise ValidationError(
+                    {"structured_output": "offline vLLM endpoints only generate; leave it off"}
+                )
+            return
+        try:
+            structured_output_check(provider=self.provider, mode=self.structured_output)
+        except ValueError as exc:
+            raise ValidationError({"structured_output": str(exc)}) from None
 
 
 class Run(models.Model):

@@ -42,6 +42,24 @@ logger = logging.getLogger(__name__)
 OPENAI_LIKE = frozenset({"openai", "openai_compatible", "vllm"})
 PROVIDERS = OPENAI_LIKE | {"anthropic"}
 
+# Structured outputs: how a JSON schema for the answer is sent, per server kind. "off" (the
+# default) sends none: the papers' judges were prompted for JSON, so reproductions stay
+# prompt-only. Whatever comes back goes through the same never-guess parsers either way.
+STRUCTURED_OFF = "off"
+STRUCTURED_OUTPUTS: dict[str, str] = {
+    STRUCTURED_OFF: "off (prompt only)",
+    # OpenAI's strict JSON schema; vLLM's server accepts the same field.
+    "json_schema": "response_format json_schema, strict (OpenAI, vLLM)",
+    # vLLM's own fields: guided_json until v0.11, structured_outputs.json from v0.10.2 on.
+    "vllm_guided_json": "vLLM guided_json (vLLM before 0.12)",
+    "vllm_structured_outputs": "vLLM structured_outputs.json (vLLM 0.10.2 and later)",
+    # llama-cpp-python's server: a json_object response_format carrying the schema.
+    "llama_cpp": "llama.cpp response_format json_object + schema",
+    # Anthropic has no schema field: a forced call of one tool whose input is the answer.
+    "anthropic_tool": "Anthropic forced tool call",
+}
+_ANTHROPIC_STRUCTURED = frozenset({STRUCTURED_OFF, "anthropic_tool"})
+
 # Anthropic requires max_tokens; used when neither the call nor the endpoint gives one.
 DEFAULT_MAX_TOKENS = 1024
 
@@ -75,6 +93,7 @@ class EndpointConfig:
     json_prefill: bool = False
     supports_temperature: bool = True
     max_tokens_param: str | None = None
+    structured_output: str = STRUCTURED_OFF
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -91,6 +110,7 @@ class EndpointConfig:
                 f"max_tokens_param must be 'max_tokens' or 'max_completion_tokens', "
                 f"got {self.max_tokens_param!r}"
             )
+        structured_output_check(provider=self.provider, mode=self.structured_output)
 
     @property
     def label(self) -> str:
@@ -99,6 +119,34 @@ class EndpointConfig:
             return self.name
         where = self.base_url or "default"
         return f"{self.provider}:{self.model}@{where}"
+
+
+def structured_output_check(*, provider: str, mode: str) -> None:
+    """Raise ValueError when `mode` is unknown or not one the provider's servers speak."""
+    if mode not in STRUCTURED_OUTPUTS:
+        raise ValueError(
+            f"unknown structured output mode {mode!r}; expected one of {sorted(STRUCTURED_OUTPUTS)}"
+        )
+    if provider == "anthropic" and mode not in _ANTHROPIC_STRUCTURED:
+        raise ValueError(
+            f"structured output {mode!r} is for OpenAI-compatible servers; Anthropic endpoints "
+            "use 'anthropic_tool' (or 'off')"
+        )
+    if provider != "anthropic" and mode == "anthropic_tool":
+        raise ValueError(
+            "structured output 'anthropic_tool' is for Anthropic endpoints; OpenAI-compatible "
+            "servers use 'json_schema', 'vllm_guided_json', 'vllm_structured_outputs' or "
+            "'llama_cpp'"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputSchema:
+    """The JSON schema an answer must follow, and a short name for it (OpenAI and the Anthropic
+    tool need one: letters, digits, _ and -)."""
+
+    name: str
+    schema: Mapping[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -401,6 +449,35 @@ def _split_params(
     return named, extra
 
 
+def _openai_structured(config: EndpointConfig, schema: OutputSchema | None) -> dict[str, Any]:
+    """The request fields that carry `schema` for this endpoint's server ({} when off).
+
+    Fields the SDK does not name (vLLM's) reach the server through extra_body.
+    """
+    mode = config.structured_output
+    if schema is None or mode == STRUCTURED_OFF:
+        return {}
+    body = dict(schema.schema)
+    if mode == "json_schema":
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "strict": True, "schema": body},
+            }
+        }
+    if mode == "vllm_guided_json":
+        return {"guided_json": body}
+    if mode == "vllm_structured_outputs":
+        return {"structured_outputs": {"json": body}}
+    if mode == "llama_cpp":
+        # llama-cpp-python turns the schema into a grammar; it has no json_schema type.
+        return {"response_format": {"type": "json_object", "schema": body}}
+    raise PermanentError(
+        f"{config.label}: structured output {mode!r} cannot be sent to an OpenAI-compatible server",
+        endpoint=config.label,
+    )
+
+
 async def _openai_call(
     client: openai.AsyncOpenAI,
     config: EndpointConfig,
@@ -409,12 +486,16 @@ async def _openai_call(
     turns: list[dict[str, str]],
     params: dict[str, Any],
     json_mode: bool,
+    schema: OutputSchema | None = None,
 ) -> Completion:
     wire: list[dict[str, str]] = []
     if system:
         wire.append({"role": "system", "content": system})
     wire.extend(turns)
-    if json_mode and config.supports_json_mode:
+    structured = _openai_structured(config, schema)
+    if structured:
+        params = {**params, **structured}
+    elif json_mode and config.supports_json_mode:
         params = {**params, "response_format": {"type": "json_object"}}
     named, extra = _split_params(type(client.chat.completions).create, params)
     if extra:
@@ -461,6 +542,7 @@ async def _anthropic_call(
     turns: list[dict[str, str]],
     params: dict[str, Any],
     json_mode: bool,
+    schema: OutputSchema | None = None,
 ) -> Completion:
     # Anthropic has no JSON mode. By default we rely on the prompt alone: the judge prompt
     # already spells out the JSON output format, the parser copes with prose or fences around
@@ -468,7 +550,22 @@ async def _anthropic_call(
     # would change the task for one family of judges only). Prefilling "{" is opt-in per
     # endpoint (json_prefill) because it is rejected with extended thinking and by some newer
     # models.
-    prefill = json_mode and config.json_prefill
+    tool = schema if config.structured_output == "anthropic_tool" else None
+    if tool is not None:
+        # Structured output: one tool whose input is the answer, and the model made to call it.
+        # (A forced tool call is refused together with extended thinking.)
+        params = {
+            **params,
+            "tools": [
+                {
+                    "name": tool.name,
+                    "description": "Record your answer in exactly this structure.",
+                    "input_schema": dict(tool.schema),
+                }
+            ],
+            "tool_choice": {"type": "tool", "name": tool.name},
+        }
+    prefill = json_mode and config.json_prefill and tool is None
     wire = list(turns)
     if prefill:
         wire.append({"role": "assistant", "content": "{"})
@@ -488,21 +585,31 @@ async def _anthropic_call(
         raise TransientError(f"{config.label}: response body is not JSON", endpoint=config.label)
     texts: list[str] = []
     thoughts: list[str] = []
+    tool_inputs: list[str] = []
     for block in response.content:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "thinking":
             thoughts.append(block.thinking)
-    text = "".join(texts)
+        elif block.type == "tool_use" and tool is not None and block.name == tool.name:
+            # The tool input is the answer: back to JSON text, so it goes through the same
+            # parser as every other output and is kept raw as it came.
+            tool_inputs.append(json.dumps(block.input, ensure_ascii=False))
+    if tool_inputs:
+        # Two calls of the answer tool are two answers: kept both, the parser rejects them.
+        text = "\n".join(tool_inputs)
+    else:
+        text = "".join(texts)
     if prefill:
         text = "{" + text  # the prefilled brace is ours, not in the returned content
-    finish = _normalise_finish(response.stop_reason)
+    stop_reason = response.stop_reason
+    finish = "stop" if tool_inputs and stop_reason == "tool_use" else _normalise_finish(stop_reason)
     return Completion(
         text=text,
         input_tokens=response.usage.input_tokens,
         output_tokens=response.usage.output_tokens,
         finish_reason=finish,
-        raw_finish_reason=response.stop_reason,
+        raw_finish_reason=stop_reason,
         truncated=finish == "length",
         latency_s=latency,
         model=response.model or config.model,
@@ -521,13 +628,15 @@ async def complete(
     temperature: float | None = None,
     max_tokens: int | None = None,
     json_mode: bool = False,
+    schema: OutputSchema | None = None,
     client: openai.AsyncOpenAI | anthropic.AsyncAnthropic | None = None,
 ) -> Completion:
     """One request, no retries. Raises RateLimited, TransientError or PermanentError.
 
     Give either `user` (and optionally `system`) or `messages` (OpenAI-style dicts; system
-    messages are merged into Anthropic's `system`). `client` should be a long-lived client from
-    `make_client(config)`; without one a client is created and closed for this call only.
+    messages are merged into Anthropic's `system`). `schema` is sent as the endpoint's
+    structured-output mode says (nothing when it is "off"). `client` should be a long-lived
+    client from `make_client(config)`; without one a client is created and closed for this call.
     """
     system_text, turns = _messages(system=system, user=user, messages=messages)
     params = _sampling(config, temperature=temperature, max_tokens=max_tokens)
@@ -551,6 +660,7 @@ async def complete(
                     turns=turns,
                     params=params,
                     json_mode=json_mode,
+                    schema=schema,
                 )
             return await _openai_call(
                 sdk_client,  # type: ignore[arg-type]
@@ -559,6 +669,7 @@ async def complete(
                 turns=turns,
                 params=params,
                 json_mode=json_mode,
+                schema=schema,
             )
     except ProviderError:
         raise
@@ -606,6 +717,7 @@ async def complete_with_retries(
     temperature: float | None = None,
     max_tokens: int | None = None,
     json_mode: bool = False,
+    schema: OutputSchema | None = None,
     client: openai.AsyncOpenAI | anthropic.AsyncAnthropic | None = None,
     max_attempts: int = 5,
     base_delay: float = 0.5,
@@ -642,6 +754,7 @@ async def complete_with_retries(
                     temperature=temperature,
                     max_tokens=max_tokens,
                     json_mode=json_mode,
+                    schema=schema,
                     client=sdk_client,
                 )
                 return dataclasses.replace(result, attempts=attempt)
@@ -756,9 +869,12 @@ __all__ = [
     "Completion",
     "EndpointConfig",
     "Limiter",
+    "OutputSchema",
     "PermanentError",
     "ProviderError",
     "RateLimited",
+    "STRUCTURED_OFF",
+    "STRUCTURED_OUTPUTS",
     "TransientError",
     "VLLMNotInstalled",
     "backoff_delay",
@@ -769,4 +885,5 @@ __all__ = [
     "parse_retry_after",
     "redact",
     "strip_think",
+    "structured_output_check",
 ]

@@ -57,7 +57,7 @@ from annotation.models import (
 )
 from annotation.responders import paper_judge_defaults
 
-from . import api_keys, prompts, providers
+from . import api_keys, prompts, providers, structured
 from .label_parsing import LabelParse, parse_label_output
 from .models import ModelEndpoint, Run, RunItem
 from .parsing import JudgeParse, parse_judge_output, strip_think
@@ -101,6 +101,7 @@ def endpoint_config(endpoint: ModelEndpoint) -> providers.EndpointConfig:
         timeout=endpoint.timeout_s,
         json_prefill=endpoint.json_prefill,
         supports_temperature=endpoint.supports_temperature,
+        structured_output=endpoint.structured_output,
         name=endpoint.name,
     )
 
@@ -125,6 +126,44 @@ def study_rubric(*, study_id: int) -> list[dict[str, Any]]:
         }
         for attribute in attributes
     ]
+
+
+LOCAL_ENDPOINT_NAME = "local SmolLM2-135M (llama.cpp)"
+LOCAL_STRUCTURED_ENDPOINT_NAME = "local SmolLM2-135M (llama.cpp, structured)"
+
+
+@transaction.atomic
+def local_endpoints_register(*, base_url: str, model: str) -> list[ModelEndpoint]:
+    """The two endpoints of the local llama.cpp server (bin/local-model): prompt-only, as the
+    papers' judges were asked, and with the schema as a grammar. Idempotent: a second call
+    points the same rows at `base_url`.
+
+    No key (llama.cpp accepts any), no price, a long timeout: the server answers one request at
+    a time on a shared CPU, so queued requests wait their turn.
+    """
+    if not base_url.startswith(("http://", "https://")):
+        raise RunError(f"base URL {base_url!r} must start with http:// or https://")
+    registered = []
+    for name, mode in (
+        (LOCAL_ENDPOINT_NAME, providers.STRUCTURED_OFF),
+        (LOCAL_STRUCTURED_ENDPOINT_NAME, "llama_cpp"),
+    ):
+        endpoint, _ = ModelEndpoint.objects.update_or_create(
+            name=name,
+            defaults={
+                "provider": ModelEndpoint.Provider.OPENAI_COMPATIBLE,
+                "model": model,
+                "family": "smollm2",
+                "base_url": base_url,
+                # Prompt-only means no JSON mode either: llama.cpp would turn it into a grammar.
+                "json_mode": False,
+                "structured_output": mode,
+                "timeout_s": 600.0,
+                "responder_key": "smollm2_135m",
+            },
+        )
+        registered.append(endpoint)
+    return registered
 
 
 def judge_rater_for_endpoint(*, endpoint: ModelEndpoint) -> Rater:
@@ -961,6 +1000,8 @@ class _Plan:
     responder_id: int | None = None
     labels: list[dict[str, str]] = field(default_factory=list)
     scheme: str = "ranked"
+    # The answer's JSON schema, sent only where the endpoint has structured outputs on.
+    output_schema: providers.OutputSchema | None = None
 
     @classmethod
     def load(cls, run: Run) -> _Plan:
@@ -986,9 +1027,19 @@ class _Plan:
             plan.rubric = study_rubric(study_id=run.study_id)
             plan.attribute_ids = {a["name"]: a["id"] for a in plan.rubric}
             plan.scale = prompts.rubric_scale(plan.rubric)
+            if endpoint.structured_output != providers.STRUCTURED_OFF:
+                plan.output_schema = providers.OutputSchema(
+                    name=structured.JUDGE_SCHEMA_NAME,
+                    schema=structured.judge_output_schema(plan.rubric),
+                )
         elif run.kind == Run.Kind.LABELLING:
             plan.labels = study_distortion_labels(study_id=run.study_id)
             plan.scheme = (run.params or {}).get("scheme") or run.study.label_scheme
+            if endpoint.structured_output != providers.STRUCTURED_OFF:
+                plan.output_schema = providers.OutputSchema(
+                    name=structured.LABELS_SCHEMA_NAME,
+                    schema=structured.labels_output_schema(plan.labels, scheme=plan.scheme),
+                )
         return plan
 
     def store(self, results: Sequence[Result], token: str) -> int:
@@ -1211,6 +1262,7 @@ async def _call(
     temperature: float | None,
     max_tokens: int | None,
     json_mode: bool,
+    schema: providers.OutputSchema | None = None,
 ) -> providers.Completion:
     assert plan.config is not None
     return await providers.complete_with_retries(
@@ -1220,6 +1272,7 @@ async def _call(
         temperature=temperature,
         max_tokens=max_tokens,
         json_mode=json_mode,
+        schema=schema,
         client=client,
         limiter=limiter,
         max_attempts=MAX_HTTP_ATTEMPTS,
@@ -1252,6 +1305,7 @@ async def _judge(
             temperature=plan.temperature,
             max_tokens=plan.max_tokens or JUDGE_MAX_TOKENS,
             json_mode=plan.json_mode,
+            schema=plan.output_schema,
         )
         outcome.add(completion)
         outcome.raw_output = completion.text
@@ -1292,6 +1346,7 @@ async def _label(
             temperature=plan.temperature,
             max_tokens=plan.max_tokens or LABELLING_MAX_TOKENS,
             json_mode=False,  # Appendix D asks for a plain comma-separated list
+            schema=plan.output_schema,  # sent only when the endpoint turned it on
         )
         outcome.add(completion)
         outcome.raw_output = completion.text

@@ -60,6 +60,13 @@ The counter for "first n calls" is per distinct marker text, so give each test i
                            entry of `script` (cycling), entries separated by "|", "_" for a
                            space, "EMPTY" for an empty answer; e.g.
                            script=Labeling|Mental_Filter,_Magical_Thinking|EMPTY
+Structured outputs: a request that carries a JSON schema (OpenAI/vLLM `response_format`
+json_schema, llama.cpp `response_format` json_object + schema, vLLM `guided_json` or
+`structured_outputs.json`, or an Anthropic forced tool call) gets its distortion answer as
+{"labels": [...]}; an Anthropic forced tool call is answered with a `tool_use` block whose input
+is the answer object (stop_reason "tool_use"). `request_schema(body)` finds the schema.
+    out_of_range           a judge JSON whose first attribute scores `score` (6), as llama.cpp's
+                           grammar allows when a schema gives bounds instead of an enum
 Every request is counted per scenario name (`counts`) and recorded (`requests`, without
 credentials) so tests can assert attempts and what was sent; `key_sha256` is the SHA-256 of the
 API key it carried, so tests can check which key arrived without the key being kept. What the
@@ -125,6 +132,29 @@ class _Reply:
     headers: dict[str, str] = field(default_factory=dict)
     raw_body: str | None = None  # sent verbatim with HTTP 200 (the not_json scenario)
     content_type: str = "application/json"
+
+
+def request_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a request asks its answer to follow, in any dialect we speak, or None."""
+    response_format = body.get("response_format") or {}
+    if response_format.get("type") == "json_schema":
+        return (response_format.get("json_schema") or {}).get("schema")
+    if response_format.get("type") == "json_object" and "schema" in response_format:
+        return response_format["schema"]
+    if "guided_json" in body:
+        return body["guided_json"]
+    structured = body.get("structured_outputs") or {}
+    if "json" in structured:
+        return structured["json"]
+    tool = _forced_tool(body)
+    return tool.get("input_schema") if tool else None
+
+
+def _forced_tool(body: dict[str, Any]) -> dict[str, Any] | None:
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") != "tool":
+        return None
+    return next((t for t in body.get("tools") or [] if t.get("name") == choice.get("name")), None)
 
 
 def _approx_tokens(text: str) -> int:
@@ -391,14 +421,33 @@ class FakeLLMServer:
         content: list[dict[str, Any]] = []
         if reply.reasoning is not None:
             content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "fake"})
-        content.append({"type": "text", "text": text})
+        tool = _forced_tool(body)
+        stop_reason = "max_tokens" if reply.finish == "length" else "end_turn"
+        if tool is not None:
+            try:
+                answer = json.loads(text)
+            except ValueError:
+                answer = None
+            if not isinstance(answer, dict):
+                answer = {"answer": text}
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{request_id}",
+                    "name": tool["name"],
+                    "input": answer,
+                }
+            )
+            stop_reason = "tool_use" if reply.finish != "length" else stop_reason
+        else:
+            content.append({"type": "text", "text": text})
         payload = {
             "id": f"msg_{request_id}",
             "type": "message",
             "role": "assistant",
             "model": body.get("model", "fake-model"),
             "content": content,
-            "stop_reason": "max_tokens" if reply.finish == "length" else "end_turn",
+            "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {
                 "input_tokens": sum(_approx_tokens(t) for t in texts),
@@ -463,6 +512,13 @@ class FakeLLMServer:
         if reply.status == 200 and name == "slow" and call <= _n(params, default=1):
             await asyncio.sleep(float(params.get("delay", 5)))
         await self._gate_event().wait()
+        schema = request_schema(body)
+        if reply.status == 200 and schema and "labels" in (schema.get("properties") or {}):
+            try:
+                json.loads(reply.text)
+            except ValueError:
+                labels = [part.strip() for part in reply.text.split(",") if part.strip()]
+                reply.text = json.dumps({"labels": labels})
         if reply.status == 200 and max_tokens and reply.finish == "stop":
             limit_chars = int(max_tokens) * 4
             if len(reply.text) > limit_chars:
@@ -577,6 +633,9 @@ class FakeLLMServer:
         if name == "truncated":
             full = json.dumps(as_json, indent=2)
             return _Reply(text=full[: len(full) // 2], finish="length")
+        if name == "out_of_range":
+            first = next(k for k in as_json if k not in _RESERVED_KEYS)
+            return _Reply(text=json.dumps({**as_json, first: int(params.get("score", 6))}))
         if name == "missing_keys":
             drop = int(params.get("drop", 2))
             attributes = [k for k in as_json if k not in _RESERVED_KEYS]

@@ -210,3 +210,21 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> Non
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+# ------------------------------------------------------------------------------ a real model
+
+
+@pytest.fixture(scope="session")
+def local_llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """One llama.cpp server with SmolLM2-135M for the whole session (2 threads, small context)."""
+    from tests.local_llama import LocalLlama, require_local_model
+
+    require_local_model()
+    # LOCAL_MODEL_THREADS=1 on a machine whose cores are busy: llama.cpp's threads spin-wait
+    # for each other, and two of them on oversubscribed cores run several times slower than one.
+    threads = int(os.environ.get("LOCAL_MODEL_THREADS", "2"))
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    server = LocalLlama(log=log, threads=threads).start()
+    yield server
+    server.stop()

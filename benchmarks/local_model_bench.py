@@ -1,0 +1,241 @@
+"""The tiny local model in the loop: invalid outputs prompt-only vs structured, tokens/s, overhead.
+
+    .venv/bin/python benchmarks/local_model_bench.py [--items 60] [--concurrency 2]
+
+What it does, on this machine (needs the local-model extra, PostgreSQL and Redis):
+1. creates a fresh PostgreSQL database (`mentalbench_bench_local`, dropped first), migrates and
+   loads the demo study (6 conversations × 10 responses);
+2. serves SmolLM2-135M-Instruct with llama.cpp (2 threads, as bin/local-model does) and registers
+   the two local endpoints (prompt-only, and structured: the rubric as a llama.cpp schema);
+3. per mode, a judge run over `--items` demo responses executed by the platform's work loop
+   (`services.run_work`, in this process — the same code a Celery worker runs), temperature 0,
+   one ask per item (max_output_attempts=1, so the invalid rate is the model's, not hidden by
+   re-asks); then a direct asyncio loop over the same prompts at the same concurrency through
+   the same SDK (AsyncOpenAI, identical request fields), parsed by the same parser, no database;
+4. prints a Markdown table: valid/invalid per mode with the commonest reasons, completion
+   tokens/s as the server reported them, and direct wall time ÷ platform wall time.
+
+Each mode starts with one untimed warm-up request (llama.cpp's first request evaluates the whole
+shared prompt prefix), and the order alternates (platform then direct, then direct then
+platform) so a drift in the machine's load does not favour one side. Needs PostgreSQL on
+$BENCH_PG (default postgres://postgres@127.0.0.1:5432) and Redis on $BENCH_REDIS_URL (default
+redis://127.0.0.1:6379/13, used by the rate limiter only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from unittest import mock
+
+ROOT = Path(__file__).resolve().parents[1]
+DB_NAME = "mentalbench_bench_local"
+PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+
+def _fresh_database() -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+
+
+async def _direct(config, prompts, *, concurrency: int, max_tokens: int, schema, names, scale):
+    """The same requests without the platform: a semaphore, the SDK, the parser."""
+    import openai
+
+    from judging.parsing import parse_judge_output
+    from judging.providers import _openai_structured
+
+    client = openai.AsyncOpenAI(
+        base_url=config.base_url, api_key="EMPTY", timeout=config.timeout, max_retries=0
+    )
+    extra = _openai_structured(config, schema)
+    gate = asyncio.Semaphore(concurrency)
+    results: list[tuple[bool, str, int]] = []
+
+    async def one(system: str, user: str) -> None:
+        async with gate:
+            response = await client.chat.completions.create(
+                model=config.model,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                temperature=0.0,
+                max_tokens=max_tokens,
+                **extra,
+            )
+        text = response.choices[0].message.content or ""
+        parse = parse_judge_output(text, names, scale)
+        results.append((parse.ok, parse.error or "", response.usage.completion_tokens))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(system, user) for system, user in prompts))
+    wall = time.perf_counter() - started
+    await client.close()
+    return wall, results
+
+
+def _reason(error: str) -> str:
+    """A short bucket for an invalid output's reason (the first attempt's, numbers dropped)."""
+    head = error.removeprefix("no valid judge output;").strip()
+    head = head.removeprefix("attempt 1:").split("; attempt")[0].strip()
+    if " is not on the " in head:
+        return "a score off the 1–5 scale"
+    if head.startswith("missing"):
+        return "attributes missing"
+    if "cut off" in head:
+        return "cut off by the token limit"
+    return head[:60]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=60)
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=200)
+    parser.add_argument(
+        "--threads", type=int, default=2, help="llama.cpp threads (1 when the cores are busy)"
+    )
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(ROOT))
+    _fresh_database()
+    os.environ["DATABASE_URL"] = f"{PG}/{DB_NAME}"
+    os.environ["REDIS_URL"] = REDIS_URL
+    os.environ["JUDGING_RATELIMIT_REDIS_URL"] = REDIS_URL
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"  # launching must not enqueue: we run it here
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
+    os.environ["LOG_LEVEL"] = "WARNING"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from annotation.models import Rating
+    from judging import local_model, prompts, services
+    from judging.models import Run, RunItem
+    from tests.local_llama import LocalLlama
+
+    call_command("migrate", verbosity=0)
+    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    log = Path(tempfile.mkdtemp(prefix="mentalbench-llama-")) / "server.log"
+    server = LocalLlama(log=log, threads=args.threads).start()
+    try:
+        endpoints = services.local_endpoints_register(
+            base_url=server.base_url, model=local_model.MODEL_ALIAS
+        )
+        study_id = Run._meta.apps.get_model("annotation", "Study").objects.get(name="Demo study").id
+        load_before = os.getloadavg()
+        rows = []
+        for index, endpoint in enumerate(endpoints):
+            # Launch without enqueuing (eager mode would run it inside the launch), then run
+            # the work loop in the foreground, timed.
+            with mock.patch.object(services, "_enqueue", lambda run_id, count: None):
+                run = services.judge_run_create(
+                    study_id=study_id,
+                    endpoint=endpoint,
+                    subset=Run.Subset.SAMPLE,
+                    sample_size=args.items,
+                    temperature=0.0,
+                    max_tokens=args.max_tokens,
+                    concurrency=args.concurrency,
+                    parallel_tasks=1,
+                    max_output_attempts=1,
+                )
+            plan = services._Plan.load(run)
+            items = RunItem.objects.filter(run=run).select_related("response__conversation")
+            texts = [services.item_messages(item=item, rubric=plan.rubric) for item in items]
+            names = [a["name"] for a in plan.rubric]
+
+            def direct_loop(plan=plan, texts=texts, names=names):
+                return asyncio.run(
+                    _direct(
+                        plan.config,
+                        texts,
+                        concurrency=args.concurrency,
+                        max_tokens=args.max_tokens,
+                        schema=plan.output_schema,
+                        names=names,
+                        scale=prompts.rubric_scale(plan.rubric),
+                    )
+                )
+
+            # Warm-up, not timed: llama.cpp's first request evaluates the whole shared prompt
+            # prefix (and a schema's first grammar); later ones reuse the cached prefix.
+            asyncio.run(
+                _direct(
+                    plan.config,
+                    texts[:1],
+                    concurrency=1,
+                    max_tokens=8,
+                    schema=plan.output_schema,
+                    names=names,
+                    scale=prompts.rubric_scale(plan.rubric),
+                )
+            )
+            direct_first = index % 2 == 1  # alternate which side goes first
+            if direct_first:
+                direct_wall, direct = direct_loop()
+            started = time.perf_counter()
+            services.run_work(run_id=run.id)
+            platform_wall = time.perf_counter() - started
+            if not direct_first:
+                direct_wall, direct = direct_loop()
+            platform_tokens = sum(items.values_list("output_tokens", flat=True))
+            ratings = Rating.objects.filter(run=run)
+            valid = ratings.filter(status=Rating.Status.COMPLETE).count()
+            reasons = collections.Counter(
+                _reason(error)
+                for error in ratings.filter(status=Rating.Status.INVALID).values_list(
+                    "error", flat=True
+                )
+            )
+            direct_valid = sum(ok for ok, _, _ in direct)
+            direct_tokens = sum(tokens for _, _, tokens in direct)
+            rows.append(
+                {
+                    "mode": "structured (llama.cpp schema)"
+                    if endpoint.structured_output != "off"
+                    else "prompt-only",
+                    "items": ratings.count(),
+                    "valid": valid,
+                    "reasons": reasons.most_common(3),
+                    "platform_wall": platform_wall,
+                    "platform_tps": platform_tokens / platform_wall,
+                    "direct_wall": direct_wall,
+                    "direct_valid": direct_valid,
+                    "direct_tps": direct_tokens / direct_wall,
+                }
+            )
+        load_after = os.getloadavg()
+    finally:
+        server.stop()
+
+    print(f"\nload average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min)\n")
+    print(
+        "| mode | items | valid | invalid (rate) | commonest reasons | platform wall s | "
+        "direct wall s | direct ÷ platform | tokens/s (platform / direct) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        invalid = row["items"] - row["valid"]
+        reasons = "; ".join(f"{reason} ({n})" for reason, n in row["reasons"]) or "—"
+        print(
+            f"| {row['mode']} | {row['items']} | {row['valid']} | {invalid} "
+            f"({invalid / row['items']:.0%}) | {reasons} | {row['platform_wall']:.1f} | "
+            f"{row['direct_wall']:.1f} | {row['direct_wall'] / row['platform_wall']:.2f} | "
+            f"{row['platform_tps']:.1f} / {row['direct_tps']:.1f} |"
+        )
+        if row["direct_valid"] != row["valid"]:
+            print(f"  (direct loop: {row['direct_valid']} valid — temperature 0 is not bitwise)")
+
+
+if __name__ == "__main__":
+    main()
