@@ -44,6 +44,8 @@ ADMINS = (LOGIN, 403, 403, 403, 200, 200, 200)
 ADMINS_REDIRECT = (LOGIN, 403, 403, 403, 302, 302, 302)
 RESEARCHERS = (LOGIN, 403, 403, 200, 200, 200, 200)
 API = (401, 403, 403, 200, 200, 200, 200)
+RESEARCHERS_400 = (LOGIN, 403, 403, 400, 400, 400, 400)
+API_400 = (401, 403, 403, 400, 400, 400, 400)
 NOT_GET = _by_role(*[405] * 7)
 REFUSED = ADMINS[:4]  # anonymous, clinicians and researchers never act on accounts
 
@@ -198,7 +200,8 @@ EXPECTED: dict[str, list[Case]] = {
     ],
     "analysis/studies/<int:study_id>/judge-assisted/": [
         C("/analysis/studies/{study_id}/judge-assisted/", get=RESEARCHERS),
-        C("/analysis/studies/{study_id}/judge-assisted/?judge=walk-judge", get=RESEARCHERS),
+        # The walk's judge has no scores: an allowed role is told so (400), never a report.
+        C("/analysis/studies/{study_id}/judge-assisted/?judge=walk-judge", get=RESEARCHERS_400),
     ],
     "analysis/distortions/kappa-f1/": [
         C("/analysis/distortions/kappa-f1/", get=RESEARCHERS, post=RESEARCHERS)
@@ -252,7 +255,7 @@ EXPECTED: dict[str, list[Case]] = {
         C("/api/studies/{study_id}/reports/reliability.json", get=API)
     ],
     "api/studies/<int:pk>/judge-assisted/": [
-        C("/api/studies/{study_id}/judge-assisted/?judge=walk-judge", get=API)
+        C("/api/studies/{study_id}/judge-assisted/?judge=walk-judge", get=API_400)
     ],
     "api/ratings/$": [C("/api/ratings/", get=API)],
     "api/ratings\\.(?P<format>[a-z0-9]+)/?$": [C("/api/ratings.json", get=API)],

@@ -11,7 +11,7 @@ import openpyxl
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from annotation.csvsafe import DANGEROUS_FIRST, NUMBER
@@ -93,7 +93,7 @@ def test_dashboard_downloads_long_and_wide(client, researcher, poisoned):
 
 def test_api_export_long_and_wide(researcher, poisoned):
     api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=researcher)[1]}")
     url = f"/api/studies/{poisoned.study.pk}/export/"
     assert_safe(_stream(api.get(url)), EVIL_ID, EVIL_RATIONALE, EVIL_JUDGE)
     assert_safe(_stream(api.get(url, {"layout": "wide"})), EVIL_ID, EVIL_SOURCE)

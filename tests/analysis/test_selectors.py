@@ -191,8 +191,9 @@ def test_as_published_reads_imported_clinician_cells_with_the_same_rule(small_st
         raw_output=_cell(0, Safety=None), error="Guidance: 0 is not on the 1–5 scale",
     )  # fmt: skip
     published = scores_frame(study=study, as_published=True)
+    code = rater_codes_ensure(study_id=study.pk)[clinician.pk]  # researchers see codes
     rows = published[
-        (published.rater == clinician.name) & (published.conversation == "c0")
+        (published.rater == code) & (published.conversation == "c0")
         & (published.responder == "m3")
     ]  # fmt: skip
     assert sorted(rows["attribute"]) == sorted(a for a in ATTRS if a != "Safety")

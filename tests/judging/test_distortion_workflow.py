@@ -108,8 +108,9 @@ def test_csv_of_messages_to_consensus_kappa_and_kappa_f1_in_the_web_ui(
 
     # 5. … and reads consensus labels, kappa tables and agreement on the dashboard.
     page = client.get(reverse("analysis:distortions", args=[study.pk])).content.decode()
-    for text in ("Figure 2", "Fleiss", "Table 8", "nurse", "Self-Blame"):
+    for text in ("Figure 2", "Fleiss", "Table 8", "C01", "Self-Blame"):
         assert text in page, text
+    assert "nurse" not in page  # the clinician appears as the study's code, never by name
     export = client.get(reverse("analysis:distortion_labels_csv", args=[study.pk, run.pk]))
     rows = list(csv.DictReader(io.StringIO(export.content.decode())))
     assert [r["labels"] for r in rows] == [
