@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis import judge_assisted, planner
-from analysis.judge_assisted import CellArrays, cell_arrays
+from analysis.judge_assisted import CellArrays, ScoreCodes, cell_arrays, score_codes
 from analysis.selectors import Filters, attribute_names, exclusions_for, scores_frame
 from annotation.models import Conversation, Rater, Study
 
@@ -27,14 +27,19 @@ def conversation_external_ids(*, study: Study) -> set[str]:
     return set(Conversation.objects.filter(study=study).values_list("external_id", flat=True))
 
 
+def judge_assisted_codes(*, study: Study, judges: Sequence[str]) -> ScoreCodes:
+    """The study's clinician scores and ``judges``' scores as integer codes, factorised once:
+    hand them to analysis.judge_assisted.cell_arrays for every table built from them."""
+    return score_codes(scores_frame(study=study, filters=Filters(judges=tuple(judges))))
+
+
 def judge_assisted_arrays(
     *, study: Study, judges: Sequence[str], labelled: Collection[str] | None = None
 ) -> CellArrays:
     """Y (clinician mean) and f (mean of ``judges``) per response of the study, with the
     reliability report's self-preference exclusions; ``labelled`` as external ids."""
-    df = scores_frame(study=study, filters=Filters(judges=tuple(judges)))
     return cell_arrays(
-        df,
+        judge_assisted_codes(study=study, judges=judges),
         judges=judges,
         attributes=attribute_names(study=study),
         exclusions=exclusions_for(study=study),

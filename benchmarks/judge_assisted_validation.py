@@ -232,13 +232,16 @@ def main() -> None:
     attributes = attribute_names(study=study)
     choices = [("gpt-4o",), ("claude-3.7-sonnet",), ("claude-3.7-sonnet", "gpt-4o")]
 
-    # In-memory speed: every responder × attribute for the chosen judges from the loaded frame.
-    frame = scores_frame(study=study, filters=Filters(judges=choices[-1]))
+    # In-memory speed: every responder × attribute for the chosen judges from the scores,
+    # factorised once into integer codes (benchmarks/judge_assisted_speed.py has the details).
+    codes = judge_assisted.score_codes(
+        scores_frame(study=study, filters=Filters(judges=choices[-1]))
+    )
     timings = []
     for _ in range(5):
         t0 = time.perf_counter()
         arrays = judge_assisted.cell_arrays(
-            frame, judges=choices[-1], attributes=attributes,
+            codes, judges=choices[-1], attributes=attributes,
             exclusions=exclusions_for(study=study),
         )  # fmt: skip
         judge_assisted.means_table(arrays, judges=choices[-1], attributes=attributes)

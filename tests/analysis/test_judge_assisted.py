@@ -223,3 +223,31 @@ def test_table_format_is_readable(small_study):
     call_command("judge_assisted", "--study", small_study.study.name, "--judge", "judge-y",
                  stdout=out)  # fmt: skip
     assert "width_ratio" in out.getvalue() and "m4" in out.getvalue()
+
+
+def test_codes_factorised_once_serve_every_judge_choice_like_the_frame(small_study):
+    """The integer codes (built once by the selector) give the same Y/f arrays and tables as
+    the string frame, for each judge choice and a labelled subset, from one factorisation."""
+    from analysis.judge_assisted_selectors import judge_assisted_codes
+    from analysis.selectors import Filters, exclusions_for, scores_frame
+
+    study = small_study.study
+    attributes = attribute_names(study=study)
+    exclusions = exclusions_for(study=study)
+    frame = scores_frame(study=study, filters=Filters(judges=("judge-x", "judge-y")))
+    codes = judge_assisted_codes(study=study, judges=("judge-x", "judge-y"))
+    labelled = sorted(set(frame.conversation))[::2]
+    for judges in (["judge-x"], ["judge-y"], ["judge-x", "judge-y"]):
+        for subset in (None, labelled):
+            args = dict(judges=judges, attributes=attributes, exclusions=exclusions)
+            from_codes = judge_assisted.cell_arrays(codes, **args, labelled=subset)
+            from_frame = judge_assisted.cell_arrays(frame, **args, labelled=subset)
+            pd.testing.assert_frame_equal(from_codes.y, from_frame.y)
+            pd.testing.assert_frame_equal(from_codes.f, from_frame.f)
+            assert (from_codes.labelled == from_frame.labelled).all()
+            assert subset is None or 0 < from_codes.labelled.sum() < len(from_codes.labelled)
+    # The frame's string labels come back unchanged (sorted conversations and responders).
+    assert list(from_codes.y.columns) == sorted(set(frame.responder))
+    assert list(from_codes.y.index.get_level_values("conversation").unique()) == sorted(
+        set(frame.conversation)
+    )
