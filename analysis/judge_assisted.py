@@ -314,3 +314,63 @@ def ranking_table(means: pd.DataFrame, differences: pd.DataFrame) -> pd.DataFram
                 }
             )
     return pd.DataFrame(rows)
+
+
+def adjacent_separations(
+    ranking: pd.DataFrame, differences: pd.DataFrame, separations: pd.DataFrame
+) -> pd.DataFrame:
+    """For each place of :func:`ranking_table` and the next one: their difference (upper minus
+    lower place) with its interval, whether it is separated, and the clinician-rated
+    conversations needed to separate them. ``separations`` is
+    analysis.planner.separation_table(differences), row for row; a pair is looked up in either
+    orientation (B − A is minus A − B: the interval flips, the plan is the same)."""
+    plan = {
+        (d.attribute, d.responder_a, d.responder_b): (d, p)
+        for d, p in zip(
+            differences.itertuples(index=False), separations.itertuples(index=False), strict=True
+        )
+    }
+    rows = []
+    for attribute, group in ranking.groupby("attribute", sort=False):
+        ranked = group.sort_values("place").reset_index(drop=True)
+        for place in range(len(ranked) - 1):
+            upper, lower = ranked.loc[place, "responder"], ranked.loc[place + 1, "responder"]
+            found = plan.get((attribute, upper, lower))
+            flip = found is None
+            if flip:
+                found = plan.get((attribute, lower, upper))
+            if found is None:
+                continue
+            d, p = found
+            low, high = (-d.ci_high, -d.ci_low) if flip else (d.ci_low, d.ci_high)
+            rows.append(
+                {
+                    "attribute": attribute,
+                    "place": int(ranked.loc[place, "place"]),
+                    "responder": upper,
+                    "next_responder": lower,
+                    "difference": -d.estimate if flip else d.estimate,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "separated": ranked.loc[place, "separated_from_next"],
+                    "n_labelled": d.n_labelled,
+                    "more_clinician_only": p.more_clinician_only,
+                    "more_judge_assisted": p.more_judge_assisted,
+                }
+            )
+    return pd.DataFrame(rows, columns=list(ADJACENT_COLUMNS))
+
+
+ADJACENT_COLUMNS: tuple[str, ...] = (
+    "attribute",
+    "place",
+    "responder",
+    "next_responder",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "separated",
+    "n_labelled",
+    "more_clinician_only",
+    "more_judge_assisted",
+)

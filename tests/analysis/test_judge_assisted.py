@@ -251,3 +251,42 @@ def test_codes_factorised_once_serve_every_judge_choice_like_the_frame(small_stu
     assert list(from_codes.y.index.get_level_values("conversation").unique()) == sorted(
         set(frame.conversation)
     )
+
+
+def test_adjacent_separations_follow_the_difference_intervals_and_plan(small_study):
+    """Each pair of adjacent places carries its paired-difference interval (oriented upper
+    minus lower), the ranking's separated flag, and the separation planner's figures: a
+    separated pair needs no more conversations with judges, an unseparated one does."""
+    from analysis import planner
+    from analysis.judge_assisted_selectors import conversation_external_ids, judge_assisted_report
+
+    study = small_study.study
+    labelled = sorted(conversation_external_ids(study=study))[::2]
+    report = judge_assisted_report(study=study, judges=["judge-x", "judge-y"], labelled=labelled)
+    adjacent, diffs = report.adjacent, report.differences
+    attributes = attribute_names(study=study)
+    assert len(adjacent) == len(attributes) * (report.ranking.responder.nunique() - 1)
+    sep = planner.separation_table(diffs)
+    for row in adjacent.itertuples(index=False):
+        pick = (diffs.attribute == row.attribute) & (
+            (diffs.responder_a == row.responder) & (diffs.responder_b == row.next_responder)
+        )
+        sign = 1.0
+        if not pick.any():
+            sign = -1.0
+            pick = (diffs.attribute == row.attribute) & (
+                (diffs.responder_a == row.next_responder) & (diffs.responder_b == row.responder)
+            )
+        d, p = diffs[pick].iloc[0], sep[pick.to_numpy()].iloc[0]
+        low, high = sorted((sign * d.ci_low, sign * d.ci_high))
+        assert (row.difference, row.ci_low, row.ci_high) == pytest.approx(
+            (sign * d.estimate, low, high), abs=1e-12
+        )
+        assert row.separated == bool(low > 0 or high < 0)
+        np.testing.assert_array_equal(
+            [row.more_clinician_only, row.more_judge_assisted],
+            [p.more_clinician_only, p.more_judge_assisted],
+        )
+        if np.isfinite(row.more_judge_assisted):  # NaN: a difference of exactly 0
+            assert (row.more_judge_assisted == 0) == row.separated
+    assert adjacent["separated"].any() and not adjacent["separated"].all()
