@@ -133,7 +133,7 @@ def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict:
         "columns": 4,
         "resolve": {"scale": {"y": "independent"}},
         "spec": {
-            "width": 200,
+            "width": 160,
             "height": {"step": 12},
             "layer": [
                 {

@@ -58,6 +58,14 @@ def _rows(frame, columns: list[str]) -> list[list[object]]:
     ]
 
 
+def _median(values) -> float | None:
+    """Median over the cells that have an interval; None when none has (e.g. one labelled
+    conversation per cell), shown as a dash rather than NaN."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    return float(np.median(finite)) if finite.size else None
+
+
 @require_GET
 @role_required(RESEARCHER)
 def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
@@ -92,8 +100,8 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
     context |= {
         "chosen": chosen,
         "share": share,
-        "median_saved": float(np.nanmedian(means["ratings_saved"])),
-        "median_ratio": float(np.nanmedian(means["width_ratio"])),
+        "median_saved": _median(means["ratings_saved"]),
+        "median_ratio": _median(means["width_ratio"]),
         "chart_specs": [
             {"id": "spec-ppi_forest", "spec": forest_means(means, attribute_names(study=study))},
             {

@@ -386,6 +386,14 @@ def world(db, django_user_model) -> dict:
         name="walk-endpoint", provider="openai", model="fake", family="fake"
     )
     judge = Rater.objects.create(kind=Rater.Kind.JUDGE, name="walk-judge")
+    # The judge-assisted page and API need the chosen judge to have scored the study.
+    from annotation.models import Rating, Score
+
+    judged = Rating.objects.create(
+        rater=judge, response=item.response, status=Rating.Status.COMPLETE,
+        source=Rating.Source.IMPORT,
+    )  # fmt: skip
+    Score.objects.create(rating=judged, attribute=attribute, value=4)
     run = Run.objects.create(
         study=label_study,
         endpoint=endpoint,
