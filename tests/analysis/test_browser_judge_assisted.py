@@ -48,9 +48,6 @@ def test_researcher_opens_the_judge_assisted_page(django_db_setup, live_server, 
     page.locator("#chart-ppi_ranking").screenshot(
         path=str(SCREENSHOTS / "judge-assisted-ranking.png")
     )
-    page.locator("#ja-separations").screenshot(
-        path=str(SCREENSHOTS / "judge-assisted-separations.png")
-    )
 
     page.check("#id_lever")
     page.click("#ja-apply")
