@@ -59,38 +59,94 @@ class CellArrays:
     labelled: np.ndarray  # bool per row of y / f
 
 
+@dataclass(frozen=True)
+class ScoreCodes:
+    """The long scores frame as integer codes, factorised once (:func:`score_codes`).
+
+    Factorising the frame's string columns is most of the cost of a table; a caller that
+    builds several tables from one frame (judge choices, labelled shares) builds this once
+    and hands it to :func:`cell_arrays`. Conversations and responders are coded in sorted
+    label order; ``rater_is_clinician`` and the label arrays are indexed by code.
+    """
+
+    conversation: np.ndarray
+    conversations: np.ndarray
+    responder: np.ndarray
+    responders: np.ndarray
+    rater: np.ndarray
+    raters: np.ndarray
+    rater_is_clinician: np.ndarray
+    attribute: np.ndarray
+    attributes: np.ndarray
+    score: np.ndarray
+
+
+def score_codes(df: pd.DataFrame) -> ScoreCodes:
+    """Integer codes of a long scores frame (columns conversation, responder, rater,
+    rater_kind, attribute, score); a score that is not a number becomes NaN."""
+    conv_code, conv_uni = pd.factorize(df["conversation"].to_numpy(), sort=True)
+    resp_code, resp_uni = pd.factorize(df["responder"].to_numpy(), sort=True)
+    rater_code, rater_uni = pd.factorize(df["rater"].to_numpy())
+    attr_code, attr_uni = pd.factorize(df["attribute"].to_numpy())
+    kind = np.empty(len(rater_uni), dtype=object)
+    kind[rater_code] = df["rater_kind"].to_numpy()  # one kind per rater: any row tells it
+    return ScoreCodes(
+        conversation=conv_code.astype(np.int64),
+        conversations=np.asarray(conv_uni, dtype=object),
+        responder=resp_code.astype(np.int64),
+        responders=np.asarray(resp_uni, dtype=object),
+        rater=rater_code.astype(np.int64),
+        raters=np.asarray(rater_uni, dtype=object),
+        rater_is_clinician=kind == CLINICIAN,
+        attribute=attr_code.astype(np.int64),
+        attributes=np.asarray(attr_uni, dtype=object),
+        score=pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64),
+    )
+
+
+def _compact(codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Renumber the codes in use as 0..k-1 keeping their order (O(n), no sort)."""
+    used = np.zeros(n, dtype=bool)
+    used[codes] = True
+    remap = np.cumsum(used) - 1
+    return remap[codes], np.flatnonzero(used)
+
+
 def cell_arrays(
-    df: pd.DataFrame,
+    source: pd.DataFrame | ScoreCodes,
     *,
     judges: Sequence[str],
     attributes: Sequence[str],
     exclusions: Mapping[str, Set[str]] | None = None,
     labelled: Collection[str] | None = None,
 ) -> CellArrays:
-    """Y (clinician mean) and f (chosen judges' mean) for every response, see the module doc."""
+    """Y (clinician mean) and f (chosen judges' mean) for every response, see the module doc.
+
+    ``source`` is the long scores frame or, cheaper when reused, its :func:`score_codes`.
+    """
     if not judges:
         raise ValueError("choose at least one judge")
-    # Factorised codes and bincount (as reports.paired_cells): a groupby/unstack per judge
-    # took ~0.8 s on MentalAlign-70k, this takes a tenth of that.
+    codes = source if isinstance(source, ScoreCodes) else score_codes(source)
+    # Integer codes and bincount throughout (as reports.paired_cells): a groupby/unstack per
+    # judge took ~0.8 s on MentalAlign-70k, string comparisons over 200k rows most of the rest.
     attrs = list(attributes)
-    attr_code = pd.Index(attrs).get_indexer(df["attribute"]).astype(np.int64)
-    score = pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64)
-    # Integer rater codes: comparing 200k object strings per judge was the slowest step.
-    rater_code, rater_uni = pd.factorize(df["rater"].to_numpy())
-    kind_of_rater = pd.Series(df["rater_kind"].to_numpy()).groupby(rater_code).first()
-    clin_codes = kind_of_rater.index[kind_of_rater.to_numpy() == CLINICIAN].to_numpy()
-    judge_code = {name: i for i, name in enumerate(rater_uni)}
-    is_clin = np.isin(rater_code, clin_codes)
-    chosen = [judge_code[j] for j in judges if j in judge_code]
-    chosen = [c for c in chosen if c not in set(clin_codes)]
-    keep = (attr_code >= 0) & np.isfinite(score) & (is_clin | np.isin(rater_code, chosen))
-    conv_code, conv_uni = pd.factorize(df["conversation"].to_numpy()[keep], sort=True)
-    resp_code, resp_uni = pd.factorize(df["responder"].to_numpy()[keep], sort=True)
-    attr_code, score = attr_code[keep], score[keep]
-    is_clin, rater_code = is_clin[keep], rater_code[keep]
+    attr_code = pd.Index(attrs).get_indexer(codes.attributes).astype(np.int64)[codes.attribute]
+    judge_code = {name: i for i, name in enumerate(codes.raters)}
+    chosen_mask = np.zeros(len(codes.raters), dtype=bool)
+    for judge in judges:
+        if judge in judge_code:
+            chosen_mask[judge_code[judge]] = True
+    chosen_mask &= ~codes.rater_is_clinician
+    is_clin_all = codes.rater_is_clinician[codes.rater]
+    keep = (attr_code >= 0) & np.isfinite(codes.score) & (is_clin_all | chosen_mask[codes.rater])
+    conv_code, conv_used = _compact(codes.conversation[keep], len(codes.conversations))
+    resp_code, resp_used = _compact(codes.responder[keep], len(codes.responders))
+    conv_uni, resp_uni = codes.conversations[conv_used], codes.responders[resp_used]
+    attr_code, score = attr_code[keep], codes.score[keep]
+    is_clin, rater_code = is_clin_all[keep], codes.rater[keep]
     n_a, n_r = len(attrs), len(resp_uni)
     n_rows = len(conv_uni) * n_a
-    key = (conv_code.astype(np.int64) * n_a + attr_code) * n_r + resp_code
+    key = (conv_code * n_a + attr_code) * n_r + resp_code
     size = n_rows * n_r
 
     def cell_mean(mask: np.ndarray) -> np.ndarray:
@@ -105,9 +161,7 @@ def cell_arrays(
     complete = np.ones((n_rows, n_r), dtype=bool)
     for judge in judges:
         scores = cell_mean(~is_clin & (rater_code == judge_code.get(judge, -1)))
-        counts = ~np.isin(
-            np.asarray(resp_uni, dtype=object), list((exclusions or {}).get(judge, ()))
-        )
+        counts = ~np.isin(resp_uni, list((exclusions or {}).get(judge, ())))
         present = np.isfinite(scores)
         total += np.where(present, scores, 0.0) * counts
         counted += counts
@@ -120,12 +174,11 @@ def cell_arrays(
     columns = pd.Index(resp_uni, name="responder")
     y = pd.DataFrame(y_arr, index=index, columns=columns)
     f = pd.DataFrame(f_arr, index=index, columns=columns)
-    conv = np.repeat(np.asarray(conv_uni, dtype=str), n_a)
-    mask = (
-        np.ones(n_rows, dtype=bool)
-        if labelled is None
-        else np.isin(conv, np.array(list(labelled), dtype=str))
-    )
+    if labelled is None:
+        mask = np.ones(n_rows, dtype=bool)
+    else:
+        listed = np.isin(np.asarray(conv_uni, dtype=str), np.array(list(labelled), dtype=str))
+        mask = np.repeat(listed, n_a)
     return CellArrays(y=y, f=f, labelled=mask)
 
 
@@ -261,3 +314,63 @@ def ranking_table(means: pd.DataFrame, differences: pd.DataFrame) -> pd.DataFram
                 }
             )
     return pd.DataFrame(rows)
+
+
+def adjacent_separations(
+    ranking: pd.DataFrame, differences: pd.DataFrame, separations: pd.DataFrame
+) -> pd.DataFrame:
+    """For each place of :func:`ranking_table` and the next one: their difference (upper minus
+    lower place) with its interval, whether it is separated, and the clinician-rated
+    conversations needed to separate them. ``separations`` is
+    analysis.planner.separation_table(differences), row for row; a pair is looked up in either
+    orientation (B − A is minus A − B: the interval flips, the plan is the same)."""
+    plan = {
+        (d.attribute, d.responder_a, d.responder_b): (d, p)
+        for d, p in zip(
+            differences.itertuples(index=False), separations.itertuples(index=False), strict=True
+        )
+    }
+    rows = []
+    for attribute, group in ranking.groupby("attribute", sort=False):
+        ranked = group.sort_values("place").reset_index(drop=True)
+        for place in range(len(ranked) - 1):
+            upper, lower = ranked.loc[place, "responder"], ranked.loc[place + 1, "responder"]
+            found = plan.get((attribute, upper, lower))
+            flip = found is None
+            if flip:
+                found = plan.get((attribute, lower, upper))
+            if found is None:
+                continue
+            d, p = found
+            low, high = (-d.ci_high, -d.ci_low) if flip else (d.ci_low, d.ci_high)
+            rows.append(
+                {
+                    "attribute": attribute,
+                    "place": int(ranked.loc[place, "place"]),
+                    "responder": upper,
+                    "next_responder": lower,
+                    "difference": -d.estimate if flip else d.estimate,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "separated": ranked.loc[place, "separated_from_next"],
+                    "n_labelled": d.n_labelled,
+                    "more_clinician_only": p.more_clinician_only,
+                    "more_judge_assisted": p.more_judge_assisted,
+                }
+            )
+    return pd.DataFrame(rows, columns=list(ADJACENT_COLUMNS))
+
+
+ADJACENT_COLUMNS: tuple[str, ...] = (
+    "attribute",
+    "place",
+    "responder",
+    "next_responder",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "separated",
+    "n_labelled",
+    "more_clinician_only",
+    "more_judge_assisted",
+)

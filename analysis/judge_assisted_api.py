@@ -1,8 +1,10 @@
 """REST endpoint for the judge-assisted report (docs/judge-assisted.md): researchers and admins.
 
-``GET /api/studies/<id>/judge-assisted/?judge=NAME[&judge=NAME...][&alpha=0.05][&target=0.10]``
-returns the means, paired differences, ranking and planner as lists of rows. Every
-clinician-rated conversation is labelled (a labelled subset is a command-line option).
+``GET /api/studies/<id>/judge-assisted/?judge=NAME[&judge=NAME...][&alpha=0.05][&target=0.10]
+[&lever=1]`` returns the means, paired differences, ranking, planner, the separations of
+adjacent places and the separation planner as lists of rows; with ``lever=1`` also which lever
+narrows each attribute's ICC interval (a bootstrap: about a second). Every clinician-rated
+conversation is labelled (a labelled subset is a command-line option).
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ def _number(request: Request, name: str, default: float) -> float:
         raise ValidationError({name: f"must be a number, got {raw!r}"}) from None
 
 
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "0").strip().lower()
+    if raw in ("1", "true", "yes"):
+        return True
+    if raw in ("0", "false", "no", ""):
+        return False
+    raise ValidationError({name: f"must be 1 or 0, got {raw!r}"})
+
+
 class JudgeAssistedView(APIView):
     permission_classes = [IsResearcher]
 
@@ -54,6 +65,7 @@ class JudgeAssistedView(APIView):
             OpenApiParameter("judge", OpenApiTypes.STR, many=True, required=True),
             OpenApiParameter("alpha", OpenApiTypes.FLOAT),
             OpenApiParameter("target", OpenApiTypes.FLOAT, description="target CI half-width"),
+            OpenApiParameter("lever", OpenApiTypes.BOOL, description="add the ICC lever"),
         ],
         responses=OpenApiTypes.OBJECT,
     )
@@ -68,6 +80,7 @@ class JudgeAssistedView(APIView):
                 judges=judges,
                 alpha=_number(request, "alpha", 0.05),
                 target_half_width=_number(request, "target", 0.10),
+                icc_lever=_flag(request, "lever"),
             )
         except JudgeAssistedInputError as exc:
             raise ValidationError({"detail": str(exc)}) from exc
@@ -79,5 +92,8 @@ class JudgeAssistedView(APIView):
                 "differences": _records(report.differences),
                 "ranking": _records(report.ranking),
                 "planner": _records(report.planner),
+                "adjacent_separations": _records(report.adjacent),
+                "separation_planner": _records(report.separations),
+                "icc_levers": None if report.icc_levers is None else _records(report.icc_levers),
             }
         )

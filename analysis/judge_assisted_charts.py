@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from analysis.charts import SCHEMA, _records, figure2_order
@@ -78,6 +79,91 @@ def forest_means(means: pd.DataFrame, attributes: Sequence[str]) -> dict:
                             {"field": "estimate", "format": ".3f"},
                             {"field": "ci_low", "format": ".3f"},
                             {"field": "ci_high", "format": ".3f"},
+                        ],
+                    },
+                },
+            ],
+        },
+    }
+
+
+SEPARATION_COLOURS = {
+    "separated from next": "#1f5fa8",
+    "not separated from next": "#d97706",
+    "last place": "#6b7280",
+    "no interval": "#d1d5db",
+}
+
+
+def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict:
+    """Per attribute, responders in ranked order with their judge-assisted 95 % CI, coloured
+    by whether the paired difference to the next place is statistically separated."""
+    label = ranking["separated_from_next"].map(
+        {True: "separated from next", False: "not separated from next"}
+    )
+    last = ranking["place"] == ranking.groupby("attribute")["place"].transform("max")
+    label = label.where(label.notna(), np.where(last, "last place", "no interval"))
+    values = _records(
+        ranking.assign(separation=label),
+        ["attribute", "place", "responder", "estimate", "ci_low", "ci_high", "separation"],
+    )
+    y = {
+        "field": "responder",
+        "type": "nominal",
+        "title": None,
+        "sort": {"field": "place", "order": "ascending"},
+    }
+    colour = {
+        "field": "separation",
+        "type": "nominal",
+        "title": None,
+        "scale": {"domain": list(SEPARATION_COLOURS), "range": list(SEPARATION_COLOURS.values())},
+        "legend": {"orient": "top"},
+    }
+    return {
+        "$schema": SCHEMA,
+        "title": "Ranking by judge-assisted estimate (95% CI), coloured by separation",
+        "data": {"values": values},
+        "facet": {
+            "field": "attribute",
+            "type": "nominal",
+            "sort": figure2_order(attributes),
+            "title": None,
+        },
+        "columns": 4,
+        "resolve": {"scale": {"y": "independent"}},
+        "spec": {
+            "width": 160,
+            "height": {"step": 12},
+            "layer": [
+                {
+                    "mark": {"type": "rule", "strokeWidth": 2},
+                    "encoding": {
+                        "y": y,
+                        "x": {
+                            "field": "ci_low",
+                            "type": "quantitative",
+                            "scale": {"zero": False},
+                            "title": "clinician mean (1–5)",
+                        },
+                        "x2": {"field": "ci_high"},
+                        "color": colour,
+                    },
+                },
+                {
+                    "mark": {"type": "point", "filled": True, "size": 30},
+                    "encoding": {
+                        "y": y,
+                        "x": {"field": "estimate", "type": "quantitative"},
+                        "color": colour,
+                        "tooltip": [
+                            {"field": "place"},
+                            {"field": "responder"},
+                            {"field": "attribute"},
+                            {"field": "estimate", "format": ".3f"},
+                            {"field": "ci_low", "format": ".3f"},
+                            {"field": "ci_high", "format": ".3f"},
+                            {"field": "separation"},
                         ],
                     },
                 },

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis import judge_assisted, planner
-from analysis.judge_assisted import CellArrays, cell_arrays
+from analysis.judge_assisted import CellArrays, ScoreCodes, cell_arrays, score_codes
 from analysis.selectors import Filters, attribute_names, exclusions_for, scores_frame
 from annotation.models import Conversation, Rater, Study
 
@@ -27,14 +27,19 @@ def conversation_external_ids(*, study: Study) -> set[str]:
     return set(Conversation.objects.filter(study=study).values_list("external_id", flat=True))
 
 
+def judge_assisted_codes(*, study: Study, judges: Sequence[str]) -> ScoreCodes:
+    """The study's clinician scores and ``judges``' scores as integer codes, factorised once:
+    hand them to analysis.judge_assisted.cell_arrays for every table built from them."""
+    return score_codes(scores_frame(study=study, filters=Filters(judges=tuple(judges))))
+
+
 def judge_assisted_arrays(
     *, study: Study, judges: Sequence[str], labelled: Collection[str] | None = None
 ) -> CellArrays:
     """Y (clinician mean) and f (mean of ``judges``) per response of the study, with the
     reliability report's self-preference exclusions; ``labelled`` as external ids."""
-    df = scores_frame(study=study, filters=Filters(judges=tuple(judges)))
     return cell_arrays(
-        df,
+        judge_assisted_codes(study=study, judges=judges),
         judges=judges,
         attributes=attribute_names(study=study),
         exclusions=exclusions_for(study=study),
@@ -52,6 +57,12 @@ class JudgeAssistedReport:
     differences: pd.DataFrame
     ranking: pd.DataFrame
     planner: pd.DataFrame
+    #: Per pair of adjacent places: difference, separated?, conversations needed to separate.
+    adjacent: pd.DataFrame
+    #: Per responder pair × attribute: conversations needed for the difference to exclude 0.
+    separations: pd.DataFrame
+    #: Per attribute: which lever narrows the ICC interval (only when asked: a bootstrap).
+    icc_levers: pd.DataFrame | None = None
 
 
 def judge_assisted_report(
@@ -61,8 +72,11 @@ def judge_assisted_report(
     labelled: Collection[str] | None = None,
     alpha: float = 0.05,
     target_half_width: float = 0.10,
+    icc_lever: bool = False,
 ) -> JudgeAssistedReport:
-    """Means, paired differences, ranking and planner for the chosen judges.
+    """Means, paired differences, ranking (with the separations of adjacent places) and
+    planner for the chosen judges; with ``icc_lever`` also which lever narrows each
+    attribute's ICC interval (a 1,000-resample bootstrap per attribute: about a second).
 
     Raises JudgeAssistedInputError for an unknown judge, a bad alpha or target, or when no
     conversation has both clinician scores and the judges' scores.
@@ -97,9 +111,19 @@ def judge_assisted_report(
     differences = judge_assisted.differences_table(
         arrays, judges=judges, attributes=attributes, alpha=alpha, explicit_labelled=explicit
     )
+    ranking = judge_assisted.ranking_table(means, differences)
+    separations = planner.separation_table(differences, alpha=alpha)
+    levers = None
+    if icc_lever:
+        levers = planner.icc_lever_table(
+            arrays.y, arrays.f, attributes=attributes, judges_label=" + ".join(judges)
+        )
     return JudgeAssistedReport(
         means=means,
         differences=differences,
-        ranking=judge_assisted.ranking_table(means, differences),
+        ranking=ranking,
         planner=planner.planner_table(means, target_half_width=target_half_width, alpha=alpha),
+        adjacent=judge_assisted.adjacent_separations(ranking, differences, separations),
+        separations=separations,
+        icc_levers=levers,
     )

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from analysis.judge_assisted_charts import forest_means
+from analysis.judge_assisted_charts import forest_means, ranking_chart
 from analysis.judge_assisted_selectors import (
     JudgeAssistedInputError,
     conversation_external_ids,
@@ -30,6 +30,10 @@ class JudgeAssistedForm(forms.Form):
     )
     target = forms.FloatField(
         label="Target CI half-width", min_value=0.001, max_value=4, initial=0.10, required=False
+    )
+    lever = forms.BooleanField(
+        label="Which lever narrows the ICC interval (a bootstrap: about a second)",
+        required=False,
     )
 
     def __init__(self, *args, judges: list[str], **kwargs) -> None:
@@ -54,6 +58,14 @@ def _rows(frame, columns: list[str]) -> list[list[object]]:
     ]
 
 
+def _median(values) -> float | None:
+    """Median over the cells that have an interval; None when none has (e.g. one labelled
+    conversation per cell), shown as a dash rather than NaN."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    return float(np.median(finite)) if finite.size else None
+
+
 @require_GET
 @role_required(RESEARCHER)
 def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
@@ -75,7 +87,11 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
         return render(request, "analysis/judge_assisted.html", context)
     try:
         report = judge_assisted_report(
-            study=study, judges=chosen, labelled=_labelled(study, share), target_half_width=target
+            study=study,
+            judges=chosen,
+            labelled=_labelled(study, share),
+            target_half_width=target,
+            icc_lever=bool(data.get("lever")),
         )
     except JudgeAssistedInputError as exc:
         context["error"] = str(exc)
@@ -84,10 +100,14 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
     context |= {
         "chosen": chosen,
         "share": share,
-        "median_saved": float(np.nanmedian(means["ratings_saved"])),
-        "median_ratio": float(np.nanmedian(means["width_ratio"])),
+        "median_saved": _median(means["ratings_saved"]),
+        "median_ratio": _median(means["width_ratio"]),
         "chart_specs": [
-            {"id": "spec-ppi_forest", "spec": forest_means(means, attribute_names(study=study))}
+            {"id": "spec-ppi_forest", "spec": forest_means(means, attribute_names(study=study))},
+            {
+                "id": "spec-ppi_ranking",
+                "spec": ranking_chart(report.ranking, attribute_names(study=study)),
+            },
         ],
         "means": _rows(
             means,
@@ -127,5 +147,39 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
                 "ratings_saved",
             ],
         ),  # fmt: skip
+        "adjacent": _rows(
+            report.adjacent.assign(
+                separated=report.adjacent["separated"].map({True: "yes", False: "no", None: ""}),
+                pair=report.adjacent["responder"] + " vs " + report.adjacent["next_responder"],
+            ),
+            [
+                "attribute",
+                "place",
+                "pair",
+                "difference",
+                "ci_low",
+                "ci_high",
+                "separated",
+                "n_labelled",
+                "more_clinician_only",
+                "more_judge_assisted",
+            ],
+        ),  # fmt: skip
+        "levers": None
+        if report.icc_levers is None
+        else {
+            "verdicts": report.icc_levers["verdict"].tolist(),
+            "rows": _rows(
+                report.icc_levers,
+                [
+                    "attribute",
+                    "icc_c1",
+                    "n_responders",
+                    "width_now",
+                    "width_more_conversations",
+                    "width_more_responders",
+                ],
+            ),
+        },
     }
     return render(request, "analysis/judge_assisted.html", context)

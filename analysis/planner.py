@@ -43,8 +43,9 @@ PLANNER_COLUMNS: tuple[str, ...] = (
 
 
 def _needed(se: pd.Series, n: pd.Series, target: pd.Series | float, z: float) -> pd.Series:
+    """Labelled conversations needed, unrounded: (z·σ/target)² with σ = se·√n."""
     sigma = se * np.sqrt(n)
-    return np.ceil((z * sigma / target) ** 2 - 1e-9)
+    return (z * sigma / target) ** 2
 
 
 def planner_table(
@@ -74,10 +75,13 @@ def _plan(est: pd.DataFrame, target, z: float, keys: list[str]) -> pd.DataFrame:
     out["half_width_clinician_only"] = z * est["clinician_only_se"]
     out["half_width_judge_assisted"] = z * est["se"]
     out["target_half_width"] = target
-    need_c = _needed(est["clinician_only_se"], n, target, z)
+    raw_c = _needed(est["clinician_only_se"], n, target, z)
     ratio2 = (est["se"] / est["clinician_only_se"]) ** 2
     # A judge never makes the plan worse than going without it (λ could be set to 0).
-    need_j = np.ceil(need_c * np.minimum(ratio2.fillna(1.0), 1.0) - 1e-9)
+    # Round up once, after scaling: scaling an already rounded-up count can ask for one more
+    # conversation than an interval that already reaches the target needs.
+    need_c = np.ceil(raw_c - 1e-9)
+    need_j = np.ceil(raw_c * np.minimum(ratio2.fillna(1.0), 1.0) - 1e-9)
     out["needed_clinician_only"] = need_c
     out["needed_judge_assisted"] = need_j
     out["more_clinician_only"] = np.maximum(need_c - n, 0)
@@ -208,3 +212,56 @@ def icc_lever(
         factor=factor,
         verdict=verdict,
     )
+
+
+LEVER_COLUMNS: tuple[str, ...] = (
+    "attribute",
+    "icc_c1",
+    "n_responders",
+    "width_now",
+    "width_more_conversations",
+    "width_more_responders",
+    "conversation_share",
+    "verdict",
+)
+
+
+def icc_lever_table(
+    y: pd.DataFrame,
+    f: pd.DataFrame,
+    *,
+    attributes: list[str],
+    judges_label: str,
+    factor: float = 2.0,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """:func:`icc_lever` per attribute from the wide Y/f frames of
+    analysis.judge_assisted.cell_arrays (rows (conversation, attribute), columns responders):
+    every conversation with both a clinician and a judge score counts, labelled or not — the
+    reliability question is about the judges, not about a clinician budget."""
+    rows = []
+    for attribute in attributes:
+        if attribute not in y.index.get_level_values("attribute"):
+            continue
+        lever = icc_lever(
+            y.xs(attribute, level="attribute").to_numpy(dtype=float).T,
+            f.xs(attribute, level="attribute").to_numpy(dtype=float).T,
+            factor=factor,
+            n_boot=n_boot,
+            seed=seed,
+            label=f"{attribute} for {judges_label}",
+        )
+        rows.append(
+            {
+                "attribute": attribute,
+                "icc_c1": lever.icc_c1,
+                "n_responders": lever.n_responders,
+                "width_now": lever.width_now,
+                "width_more_conversations": lever.width_more_conversations,
+                "width_more_responders": lever.width_more_responders,
+                "conversation_share": lever.conversation_share,
+                "verdict": lever.verdict,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(LEVER_COLUMNS))

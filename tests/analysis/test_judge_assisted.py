@@ -223,3 +223,70 @@ def test_table_format_is_readable(small_study):
     call_command("judge_assisted", "--study", small_study.study.name, "--judge", "judge-y",
                  stdout=out)  # fmt: skip
     assert "width_ratio" in out.getvalue() and "m4" in out.getvalue()
+
+
+def test_codes_factorised_once_serve_every_judge_choice_like_the_frame(small_study):
+    """The integer codes (built once by the selector) give the same Y/f arrays and tables as
+    the string frame, for each judge choice and a labelled subset, from one factorisation."""
+    from analysis.judge_assisted_selectors import judge_assisted_codes
+    from analysis.selectors import Filters, exclusions_for, scores_frame
+
+    study = small_study.study
+    attributes = attribute_names(study=study)
+    exclusions = exclusions_for(study=study)
+    frame = scores_frame(study=study, filters=Filters(judges=("judge-x", "judge-y")))
+    codes = judge_assisted_codes(study=study, judges=("judge-x", "judge-y"))
+    labelled = sorted(set(frame.conversation))[::2]
+    for judges in (["judge-x"], ["judge-y"], ["judge-x", "judge-y"]):
+        for subset in (None, labelled):
+            args = dict(judges=judges, attributes=attributes, exclusions=exclusions)
+            from_codes = judge_assisted.cell_arrays(codes, **args, labelled=subset)
+            from_frame = judge_assisted.cell_arrays(frame, **args, labelled=subset)
+            pd.testing.assert_frame_equal(from_codes.y, from_frame.y)
+            pd.testing.assert_frame_equal(from_codes.f, from_frame.f)
+            assert (from_codes.labelled == from_frame.labelled).all()
+            assert subset is None or 0 < from_codes.labelled.sum() < len(from_codes.labelled)
+    # The frame's string labels come back unchanged (sorted conversations and responders).
+    assert list(from_codes.y.columns) == sorted(set(frame.responder))
+    assert list(from_codes.y.index.get_level_values("conversation").unique()) == sorted(
+        set(frame.conversation)
+    )
+
+
+def test_adjacent_separations_follow_the_difference_intervals_and_plan(small_study):
+    """Each pair of adjacent places carries its paired-difference interval (oriented upper
+    minus lower), the ranking's separated flag, and the separation planner's figures: a
+    separated pair needs no more conversations with judges, an unseparated one does."""
+    from analysis import planner
+    from analysis.judge_assisted_selectors import conversation_external_ids, judge_assisted_report
+
+    study = small_study.study
+    labelled = sorted(conversation_external_ids(study=study))[::2]
+    report = judge_assisted_report(study=study, judges=["judge-x", "judge-y"], labelled=labelled)
+    adjacent, diffs = report.adjacent, report.differences
+    attributes = attribute_names(study=study)
+    assert len(adjacent) == len(attributes) * (report.ranking.responder.nunique() - 1)
+    sep = planner.separation_table(diffs)
+    for row in adjacent.itertuples(index=False):
+        pick = (diffs.attribute == row.attribute) & (
+            (diffs.responder_a == row.responder) & (diffs.responder_b == row.next_responder)
+        )
+        sign = 1.0
+        if not pick.any():
+            sign = -1.0
+            pick = (diffs.attribute == row.attribute) & (
+                (diffs.responder_a == row.next_responder) & (diffs.responder_b == row.responder)
+            )
+        d, p = diffs[pick].iloc[0], sep[pick.to_numpy()].iloc[0]
+        low, high = sorted((sign * d.ci_low, sign * d.ci_high))
+        assert (row.difference, row.ci_low, row.ci_high) == pytest.approx(
+            (sign * d.estimate, low, high), abs=1e-12
+        )
+        assert row.separated == bool(low > 0 or high < 0)
+        np.testing.assert_array_equal(
+            [row.more_clinician_only, row.more_judge_assisted],
+            [p.more_clinician_only, p.more_judge_assisted],
+        )
+        if np.isfinite(row.more_judge_assisted):  # NaN: a difference of exactly 0
+            assert (row.more_judge_assisted == 0) == row.separated
+    assert adjacent["separated"].any() and not adjacent["separated"].all()

@@ -40,6 +40,24 @@ def test_researcher_gets_means_differences_ranking_and_planner(small_study, rese
     assert len(body["differences"]) == 10 * 7 and len(body["ranking"]) == 35
     assert {row["target_half_width"] for row in body["planner"]} == {0.2}
     assert body["ranking"][-1]["separated_from_next"] is None
+    # Adjacent places: 4 pairs per attribute, the flag as in the ranking; the separation
+    # planner for every pair; no ICC lever unless asked (a bootstrap).
+    adjacent = pd.DataFrame(body["adjacent_separations"])
+    assert len(adjacent) == 4 * 7 and len(body["separation_planner"]) == 10 * 7
+    ranking = pd.DataFrame(body["ranking"]).dropna(subset=["separated_from_next"])
+    merged = adjacent.merge(ranking, on=["attribute", "place", "responder"])
+    assert len(merged) == len(adjacent)
+    assert (merged["separated"] == merged["separated_from_next"]).all()
+    assert body["icc_levers"] is None
+
+
+def test_icc_lever_on_request(small_study, researcher):
+    body = (
+        _client(researcher).get(_url(small_study.study), {"judge": "judge-y", "lever": "1"}).json()
+    )
+    levers = pd.DataFrame(body["icc_levers"])
+    assert len(levers) == 7 and levers["verdict"].str.contains(" for judge-y: ").all()
+    assert (levers["width_more_responders"] < levers["width_now"]).all()
 
 
 def test_clinician_gets_403_and_anonymous_401(small_study, clinician_user):
@@ -58,6 +76,7 @@ def test_clinician_gets_403_and_anonymous_401(small_study, clinician_user):
         ({"judge": "judge-y", "alpha": "2"}, "alpha must be"),
         ({"judge": "judge-y", "alpha": "x"}, "must be a number"),
         ({"judge": "judge-y", "target": "-1"}, "half-width must be positive"),
+        ({"judge": "judge-y", "lever": "maybe"}, "must be 1 or 0"),
     ],
 )
 def test_bad_parameters_are_400_with_a_clear_message(small_study, researcher, params, message):

@@ -23,8 +23,12 @@ def test_researcher_sees_forest_ranking_and_planner(small_study, researcher_clie
     response = researcher_client.get(_url(small_study.study), {"judge": "judge-y", "share": "50"})
     assert response.status_code == 200
     html = response.content.decode()
-    for section in ("ja-summary", "ja-ranking", "ja-planner", "ja-means", "spec-ppi_forest"):
+    for section in (
+        "ja-summary", "ja-ranking", "ja-separations", "ja-planner", "ja-means",
+        "spec-ppi_forest", "spec-ppi_ranking",
+    ):  # fmt: skip
         assert f'id="{section}"' in html
+    assert 'id="ja-levers"' not in html  # the ICC lever is a bootstrap: only when asked
     assert "<script>" not in html  # charts are drawn by a static file (CSP without inline code)
     spec = json.loads(
         html.split('id="spec-ppi_forest" type="application/json">')[1].split("</script>")[0]
@@ -50,3 +54,37 @@ def test_bad_target_is_a_clear_400(small_study, researcher_client):
     response = researcher_client.get(_url(small_study.study), {"target": "-1"})
     assert response.status_code == 400
     assert "target" in response.content.decode()
+
+
+def _spec(html: str, name: str) -> dict:
+    return json.loads(html.split(f'id="{name}" type="application/json">')[1].split("</script>")[0])
+
+
+def test_ranking_chart_and_adjacent_separations(small_study, researcher_client):
+    html = researcher_client.get(
+        _url(small_study.study), {"judge": ["judge-x", "judge-y"], "share": "50"}
+    ).content.decode()
+    values = _spec(html, "spec-ppi_ranking")["data"]["values"]
+    assert len(values) == 5 * 7  # every responder × attribute, in ranked places
+    by_attribute: dict[str, list[dict]] = {}
+    for v in values:
+        by_attribute.setdefault(v["attribute"], []).append(v)
+    for rows in by_attribute.values():
+        rows.sort(key=lambda v: v["place"])
+        assert [v["estimate"] for v in rows] == sorted((v["estimate"] for v in rows), reverse=True)
+        assert rows[-1]["separation"] == "last place"
+        assert {v["separation"] for v in rows[:-1]} <= {
+            "separated from next", "not separated from next"
+        }  # fmt: skip
+    separations = html.split('id="ja-separations"')[1].split("</section>")[0]
+    assert separations.count("<tr>") == 1 + 4 * 7  # header + adjacent pairs per attribute
+    assert " vs " in separations and ">yes<" in separations and ">no<" in separations
+
+
+def test_icc_lever_section_when_asked(small_study, researcher_client):
+    html = researcher_client.get(
+        _url(small_study.study), {"judge": ["judge-y"], "lever": "on"}
+    ).content.decode()
+    levers = html.split('id="ja-levers"')[1].split("</section>")[0]
+    assert levers.count("<li>") == 7
+    assert "Safety for judge-y" in levers and "2× the responders" in levers

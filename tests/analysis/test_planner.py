@@ -107,3 +107,19 @@ def test_icc_lever_projects_narrower_intervals_for_both_levers_when_conversation
 def test_icc_lever_needs_three_responders():
     lever = planner.icc_lever(np.ones((2, 4)), np.ones((2, 4)))
     assert np.isnan(lever.width_now) and "fewer than three" in lever.verdict
+
+
+def test_judge_assisted_interval_already_at_target_needs_no_more():
+    # n = 4, clinician-only needs (z·σ/h)² = 4.5 (→ 5), the judge's width ratio² is 0.85, so
+    # with judges 3.825 ≤ 4 conversations reach the target: none more. Rounding the
+    # clinician-only count up before scaling (⌈5 · 0.85⌉ = 5) would ask for one more.
+    z = ppi.z_value(0.05)
+    se_c = 0.1 * np.sqrt(4.5) / z / np.sqrt(4)  # so that (z·se_c·√4 / 0.1)² = 4.5
+    frame = pd.DataFrame(
+        {"responder": ["r"], "attribute": ["Safety"], "n_labelled": [4], "estimate": [3.0],
+         "se": [se_c * np.sqrt(0.85)], "clinician_only_se": [se_c]}
+    )  # fmt: skip
+    plan = planner.planner_table(frame, target_half_width=0.1).iloc[0]
+    assert (plan.needed_clinician_only, plan.more_clinician_only) == (5, 1)
+    assert (plan.needed_judge_assisted, plan.more_judge_assisted) == (4, 0)
+    assert plan.half_width_judge_assisted < 0.1

@@ -208,3 +208,117 @@ def test_cross_fitting_needs_two_labelled_per_fold():
         x_unlabelled=np.arange(3.0), cell_unlabelled=np.zeros(3, int), n_cells=1, n_folds=5,
     )  # fmt: skip
     assert np.isnan(got.estimate[0]) and got.n_labelled[0] == 6
+
+
+# ---------------------------------------------------------------- IPW (active inference)
+
+Z95 = 1.959963984540054
+
+
+def test_ipw_fixed_lambda_equals_closed_form_by_hand():
+    # f = [2, 4, 3, 5], conversations 1 and 3 labelled with π = 0.5 and 0.25, λ = 0.5:
+    # terms λf + (Y − λf)ξ/π = [1 + 2·2, 2, 1.5 + 2.5·4, 2.5] = [5, 2, 11.5, 2.5];
+    # mean 21/4 = 5.25; var₀ = (0.0625 + 10.5625 + 39.0625 + 7.5625)/4 = 14.3125; se² = var₀/4.
+    got = ppi.ipw_mean_cells(
+        y=[3.0, np.nan, 4.0, np.nan], f=[2.0, 4.0, 3.0, 5.0], labelled=[True, False, True, False],
+        pi=[0.5, 0.5, 0.25, 0.25], cell=[0, 0, 0, 0], n_cells=1, lam=0.5,
+    )  # fmt: skip
+    se = np.sqrt(14.3125 / 4)
+    assert got.estimate[0] == pytest.approx(5.25, abs=TOL)
+    assert got.se[0] == pytest.approx(se, abs=TOL)
+    assert (got.ci_low[0], got.ci_high[0]) == pytest.approx((5.25 - Z95 * se, 5.25 + Z95 * se))
+    assert (got.n[0], got.n_labelled[0], got.lam[0]) == (4, 2, 0.5)
+
+
+def test_ipw_tuned_lambda_equals_closed_form_by_hand():
+    # a = f(1 − ξ/π) = [−2, 4, −9, 5], b = Yξ/π = [6, 0, 8, 0] with Y = [3, ·, 2, ·]:
+    # var₀(a) = 125/4, cov₀(a, b) = −77/4, λ = 77/125 = 0.616;
+    # terms λa + b = [4.768, 2.464, 2.456, 3.08], mean 3.192, var₀ = 3.568/4, se² = var₀/4.
+    got = ppi.ipw_mean_cells(
+        y=[3.0, np.nan, 2.0, np.nan], f=[2.0, 4.0, 3.0, 5.0], labelled=[True, False, True, False],
+        pi=[0.5, 0.5, 0.25, 0.25], cell=[0, 0, 0, 0], n_cells=1,
+    )  # fmt: skip
+    assert got.lam[0] == pytest.approx(0.616, abs=TOL)
+    assert got.estimate[0] == pytest.approx(3.192, abs=TOL)
+    assert got.se[0] == pytest.approx(np.sqrt(3.568 / 16), abs=TOL)
+
+
+def test_ipw_lambda_is_clipped_to_one_and_every_pi_one_is_the_clinician_mean():
+    # Same design with Y = [3, ·, 4, ·]: −cov₀/var₀ = 36.25/31.25 = 1.16 → λ = 1,
+    # terms f + (Y − f)ξ/π = [4, 4, 7, 5], mean 5.
+    got = ppi.ipw_mean_cells(
+        y=[3.0, np.nan, 4.0, np.nan], f=[2.0, 4.0, 3.0, 5.0], labelled=[True, False, True, False],
+        pi=[0.5, 0.5, 0.25, 0.25], cell=[0, 0, 0, 0], n_cells=1,
+    )  # fmt: skip
+    assert (got.lam[0], got.estimate[0]) == pytest.approx((1.0, 5.0), abs=TOL)
+    census = ppi.ipw_mean_cells(
+        y=[3.0, 1.0, 4.0, 2.0], f=[2.0, 4.0, 3.0, 5.0], labelled=[True] * 4, pi=[1.0] * 4,
+        cell=[0, 0, 0, 0], n_cells=1,
+    )  # fmt: skip
+    assert census.estimate[0] == pytest.approx(2.5, abs=TOL)
+    assert census.se[0] == pytest.approx(np.sqrt(np.var([3.0, 1.0, 4.0, 2.0]) / 4), abs=TOL)
+
+
+def test_ipw_cells_are_independent_and_a_cell_with_one_label_is_nan():
+    rng = np.random.default_rng(5)
+    f = rng.normal(3, 1, 60)
+    y = f + rng.normal(0, 0.5, 60)
+    lab = rng.random(60) < 0.5
+    pi = np.full(60, 0.5)
+    cell = np.repeat([0, 1, 2], 20)
+    lab[40:] = False
+    lab[40] = True  # cell 2: one labelled observation
+    together = ppi.ipw_mean_cells(y=y, f=f, labelled=lab, pi=pi, cell=cell, n_cells=3)
+    for c in range(2):
+        s = cell == c
+        alone = ppi.ipw_mean_cells(
+            y=y[s], f=f[s], labelled=lab[s], pi=pi[s], cell=np.zeros(20), n_cells=1
+        )
+        assert together.estimate[c] == pytest.approx(alone.estimate[0], abs=TOL)
+        assert together.se[c] == pytest.approx(alone.se[0], abs=TOL)
+    assert np.isnan(together.estimate[2]) and together.n_labelled[2] == 1
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"pi": [0.5, 0.0, 0.5]}, "pi"),
+        ({"pi": [0.5, 1.5, 0.5]}, "pi"),
+        ({"y": [np.nan, 2.0, 3.0]}, "labelled"),
+        ({"lam": 1.5}, "lam"),
+        ({"cell": [0, 0]}, "match"),
+    ],
+)
+def test_ipw_rejects_bad_input(change, message):
+    args = dict(
+        y=[1.0, 2.0, 3.0], f=[1.0, 2.0, 3.0], labelled=[True, False, True], pi=[0.5, 0.5, 0.5],
+        cell=[0, 0, 0], n_cells=1,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        ppi.ipw_mean_cells(**{**args, **change})
+
+
+def test_ipw_interval_covers_at_95_percent_with_unequal_probabilities():
+    # 1,000 seeded replicates (one cell each) of 500 conversations from a population with
+    # clinician mean 3; a biased, noisy judge; sampling probabilities from 0.1 to 0.6 rising
+    # with the judge's score (as an active design would), so an estimator that ignored them
+    # would be biased (treating them as uniform covers ~65 % here). The IPW interval must
+    # cover the population mean 95 % of the time: within 3 binomial standard errors
+    # (√(0.95·0.05/1000) ≈ 0.0069).
+    rng = np.random.default_rng(20240613)
+    reps, m = 1000, 500
+    y = 3.0 + rng.normal(0, 0.8, (reps, m))
+    f = 0.6 * y + rng.normal(0, 0.6, (reps, m)) + 1.5
+    pi = 0.1 + 0.5 * np.clip((f - 2.5) / 2.5, 0, 1)
+    lab = rng.random((reps, m)) < pi
+    args = dict(
+        y=np.where(lab, y, np.nan), f=f, labelled=lab, pi=pi,
+        cell=np.repeat(np.arange(reps), m), n_cells=reps,
+    )  # fmt: skip
+    got = ppi.ipw_mean_cells(**args)
+    coverage = np.mean((got.ci_low <= 3.0) & (3.0 <= got.ci_high))
+    assert abs(coverage - 0.95) <= 3 * np.sqrt(0.95 * 0.05 / reps)
+    # The judge carries information here, so tuning picks λ > 0 and narrows the interval
+    # against the clinician-only IPW mean (λ = 0) on the same samples.
+    assert np.all((got.lam >= 0) & (got.lam <= 1)) and np.median(got.lam) > 0.5
+    assert np.median(got.se / ppi.ipw_mean_cells(**args, lam=0.0).se) < 0.5
