@@ -418,7 +418,7 @@ def test_cancel_abandons_requests_in_flight_and_resume_finishes_exactly_once(end
         stopped = not worker.is_alive()
         slow_server.release()
         if not stopped:
-            worker.join()
+            worker.join(timeout=60)
         assert stopped, "the cancelled loop kept waiting for its answers"
         assert len(slow_server.requests) == sent_before_cancel
         run.refresh_from_db()
