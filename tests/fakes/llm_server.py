@@ -74,7 +74,8 @@ server actually delivered is counted apart: `sent` (completions, input_tokens, o
 HTTP 200 answers written to a client that was still connected: an answer to a client that timed
 out or died is not "sent"), and `in_flight` / `max_in_flight` (requests being handled now / at
 most at once). `hold()` makes every request wait before it is answered until `release()` — a
-worker can then be killed with all its requests in the server's hands.
+worker can then be killed with all its requests in the server's hands, and
+`held_with_client_connected()` says when the server has seen all of their connections close.
 """
 
 from __future__ import annotations
@@ -178,6 +179,7 @@ class FakeLLMServer:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._gate: asyncio.Event | None = None  # created on the server's loop
+        self._held: dict[int, web.Request] = {}  # requests waiting at the gate, by id()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -219,6 +221,12 @@ class FakeLLMServer:
     def release(self) -> None:
         assert self._loop is not None, "release() needs a started server"
         self._loop.call_soon_threadsafe(self._gate_event().set)
+
+    def held_with_client_connected(self) -> int:
+        """How many held requests still have their client on the line (0: all hung up)."""
+        with self._lock:
+            held = list(self._held.values())
+        return sum(1 for r in held if r.transport is not None and not r.transport.is_closing())
 
     def _gate_event(self) -> asyncio.Event:
         if self._gate is None:
@@ -511,7 +519,13 @@ class FakeLLMServer:
         )
         if reply.status == 200 and name == "slow" and call <= _n(params, default=1):
             await asyncio.sleep(float(params.get("delay", 5)))
-        await self._gate_event().wait()
+        with self._lock:
+            self._held[id(request)] = request
+        try:
+            await self._gate_event().wait()
+        finally:
+            with self._lock:
+                self._held.pop(id(request), None)
         schema = request_schema(body)
         if reply.status == 200 and schema and "labels" in (schema.get("properties") or {}):
             try:

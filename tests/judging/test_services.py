@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 
 import pytest
+import redis
 from django.db import connection
 
 from annotation.models import Rating, Response, Score
@@ -21,7 +21,7 @@ from judging.prompts import DEFAULT_RUBRIC, GENERATION_SYSTEM_PROMPT
 from judging.services import Outcome
 from tests.fakes.llm_server import scenario
 
-from .conftest import API_KEY, make_study, wait_for
+from .conftest import API_KEY, LIMITER_REDIS_URL, make_study, wait_for
 
 ATTRIBUTES = [a["name"] for a in DEFAULT_RUBRIC]
 
@@ -193,9 +193,8 @@ def test_429_with_retry_after_500_and_timeouts_are_retried_inside_one_item(
             "slow": marker("slow", n=1, delay=3),
         }
     )
-    started = time.monotonic()
     run = judge(study, endpoint_factory("openai", timeout_s=0.5))
-    assert time.monotonic() - started < 10
+    # Two requests for "slow": the first (3 s) was given up at the 0.5 s timeout, not awaited.
     items = {i.response_id: i for i in RunItem.objects.filter(run=run)}
     assert items[ids["429"]].requests == 3
     assert items[ids["500"]].requests == 2
@@ -204,15 +203,38 @@ def test_429_with_retry_after_500_and_timeouts_are_retried_inside_one_item(
     assert Rating.objects.filter(run=run, status=Rating.Status.COMPLETE).count() == 3
 
 
-def test_the_run_rate_limit_spaces_requests_across_the_run(study, endpoint_factory, fake_llm):
+def test_the_run_rate_limit_spaces_requests_across_the_run(
+    study, endpoint_factory, fake_llm, monkeypatch
+):
+    # The run's limiter records the waits it is told to make instead of sleeping them. One
+    # request per 100 s: the slots are 100 s apart on Redis' clock, so the milliseconds a busy
+    # machine adds between reservations are lost in the tolerance.
+    waits: list[float] = []
+
+    async def recording_sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    class RecordingLimiter(services.RedisRateLimiter):
+        def __init__(self, **options) -> None:
+            super().__init__(**options, sleep=recording_sleep)
+
+    monkeypatch.setattr(services, "RedisRateLimiter", RecordingLimiter)
     endpoint = endpoint_factory("openai")
     run = services.judge_run_create(
-        study_id=study.id, endpoint=endpoint, rate_limit=10, concurrency=32
+        study_id=study.id, endpoint=endpoint, rate_limit=0.01, concurrency=32
     )
-    started = time.monotonic()
-    services.run_work(run_id=run.id)
-    assert time.monotonic() - started >= 0.45  # 6 requests at 10/s: 5 gaps of 0.1 s
+    try:
+        services.run_work(run_id=run.id)
+    finally:
+        # The slots reach 10 minutes ahead: leave nothing for a later endpoint with this id.
+        client = redis.Redis.from_url(LIMITER_REDIS_URL)
+        for key in client.scan_iter(match=f"mentalbench:ratelimit:endpoint-{endpoint.id}:*"):
+            client.delete(key)
+        client.close()
     assert Rating.objects.filter(run=run).count() == 6
+    # 6 requests, 32 allowed at once, one run-wide budget: the first goes at once, the others
+    # wait 1 to 5 intervals.
+    assert sorted(waits) == pytest.approx([100.0, 200.0, 300.0, 400.0, 500.0], abs=5)
 
 
 def test_persistent_server_errors_fail_the_item_with_the_reason_and_no_rating(
@@ -365,12 +387,12 @@ def test_offline_vllm_is_refused_for_judging(study, endpoint_factory):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cancel_stops_within_seconds_and_resume_finishes_exactly_once(endpoint_factory):
+def test_cancel_abandons_requests_in_flight_and_resume_finishes_exactly_once(endpoint_factory):
     from tests.fakes.llm_server import FakeLLMServer
 
     with FakeLLMServer(delay=0.3) as slow_server:
         study = make_study("cancel study", conversations=100, responders=("gpt4o", "llama_3"))
-        endpoint = endpoint_factory("openai", base_url=slow_server.openai_base_url)
+        endpoint = endpoint_factory("openai", base_url=slow_server.openai_base_url, timeout_s=120)
         run = services.judge_run_create(study_id=study.id, endpoint=endpoint, concurrency=8)
 
         def work() -> None:
@@ -386,11 +408,19 @@ def test_cancel_stops_within_seconds_and_resume_finishes_exactly_once(endpoint_f
             timeout=20,
             what="the first results",
         )
+        # The server keeps every answer from now on: all 8 slots end up waiting on it, so the
+        # loop can only end by abandoning requests in flight, as a cancel must.
+        slow_server.hold()
+        wait_for(lambda: slow_server.in_flight == 8, timeout=60, what="8 requests held")
+        sent_before_cancel = len(slow_server.requests)
         services.run_cancel(run_id=run.id)
-        cancelled_at = time.monotonic()
-        worker.join(timeout=10)
-        assert not worker.is_alive()
-        assert time.monotonic() - cancelled_at < 3.0
+        worker.join(timeout=60)  # a bound for a broken loop, not a speed limit
+        stopped = not worker.is_alive()
+        slow_server.release()
+        if not stopped:
+            worker.join(timeout=60)
+        assert stopped, "the cancelled loop kept waiting for its answers"
+        assert len(slow_server.requests) == sent_before_cancel
         run.refresh_from_db()
         assert run.status == Run.Status.CANCELLED
         assert not RunItem.objects.filter(run=run, status="running").exists()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from django.db.models import Count
@@ -231,10 +230,20 @@ def test_fault_injection_every_item_ends_once_and_the_run_ends_by_itself(
                 what=f"{after} finished items and requests in flight",
             )
             server.hold()
-            time.sleep(1.5)  # every answer received so far is billed within half a second
+            wait_for(
+                lambda: (
+                    selectors.run_progress(run=run).billed_completions == server.sent["completions"]
+                ),
+                timeout=60,
+                what="every answer received so far to be billed",
+            )
             orphaned = set(running.values_list("id", flat=True))
             worker.kill()
-            time.sleep(0.5)  # the server sees the dead worker's connections close
+            wait_for(
+                lambda: server.held_with_client_connected() == 0,
+                timeout=60,
+                what="the server to see the dead worker's connections close",
+            )
             server.release()
             assert finished.count() < 600, "the run finished before the crash; make it longer"
             return orphaned
