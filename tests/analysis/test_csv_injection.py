@@ -102,7 +102,7 @@ def test_api_export_long_and_wide(researcher, poisoned):
 def test_report_table_downloads_keep_negative_numbers(client, researcher, poisoned):
     client.force_login(researcher)
     url = reverse("analysis:table_csv", args=[poisoned.study.pk, "reliability"])
-    response = client.get(url, {"bootstrap": 50})
+    response = client.get(url, {"bootstrap": 200})
     rows = assert_safe(response.content.decode(), EVIL_JUDGE)
     header = rows[0]
     biases = [r[header.index("bias")] for r in rows[1:]]

@@ -73,6 +73,7 @@ def endpoint_form(**overrides: str) -> dict[str, str]:
         "api_key": "",
         "default_params": "{}",
         "json_mode": "on",
+        "structured_output": "off",
         "supports_temperature": "on",
         "timeout_s": "60",
         "responder_key": "",
