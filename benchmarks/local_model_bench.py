@@ -82,6 +82,28 @@ async def _direct(config, prompts, *, concurrency: int, max_tokens: int, schema,
     return wall, results
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _timed(fn, server_pid: int):
+    """Run `fn`; its wall time, this process's CPU time and the llama.cpp server's CPU time.
+
+    The CPU figures say where a slower side's time went: more server CPU per token means the
+    model itself worked harder (e.g. less prompt-cache reuse), while equal server CPU with a
+    longer wall means the server waited (for requests, or for a core)."""
+    wall0, cpu0, server0 = time.perf_counter(), time.process_time(), _cpu_seconds(server_pid)
+    value = fn()
+    return (
+        value,
+        time.perf_counter() - wall0,
+        time.process_time() - cpu0,
+        _cpu_seconds(server_pid) - server0,
+    )
+
+
 def _reason(error: str) -> str:
     """A short bucket for an invalid output's reason (the first attempt's, numbers dropped)."""
     head = error.removeprefix("no valid judge output;").strip()
@@ -181,13 +203,14 @@ def main() -> None:
                 )
             )
             direct_first = index % 2 == 1  # alternate which side goes first
+            pid = server.pid
             if direct_first:
-                direct_wall, direct = direct_loop()
-            started = time.perf_counter()
-            services.run_work(run_id=run.id)
-            platform_wall = time.perf_counter() - started
+                (direct_wall, direct), _, direct_cpu, direct_server_cpu = _timed(direct_loop, pid)
+            _, platform_wall, platform_cpu, platform_server_cpu = _timed(
+                lambda run=run: services.run_work(run_id=run.id), pid
+            )
             if not direct_first:
-                direct_wall, direct = direct_loop()
+                (direct_wall, direct), _, direct_cpu, direct_server_cpu = _timed(direct_loop, pid)
             platform_tokens = sum(items.values_list("output_tokens", flat=True))
             ratings = Rating.objects.filter(run=run)
             valid = ratings.filter(status=Rating.Status.COMPLETE).count()
@@ -212,6 +235,7 @@ def main() -> None:
                     "direct_wall": direct_wall,
                     "direct_valid": direct_valid,
                     "direct_tps": direct_tokens / direct_wall,
+                    "cpu": (platform_cpu, direct_cpu, platform_server_cpu, direct_server_cpu),
                 }
             )
         load_after = os.getloadavg()
@@ -232,6 +256,11 @@ def main() -> None:
             f"({invalid / row['items']:.0%}) | {reasons} | {row['platform_wall']:.1f} | "
             f"{row['direct_wall']:.1f} | {row['direct_wall'] / row['platform_wall']:.2f} | "
             f"{row['platform_tps']:.1f} / {row['direct_tps']:.1f} |"
+        )
+        platform_cpu, direct_cpu, platform_server, direct_server = row["cpu"]
+        print(
+            f"  CPU s — benchmark process (platform / direct): {platform_cpu:.1f} / "
+            f"{direct_cpu:.1f}; llama.cpp server: {platform_server:.1f} / {direct_server:.1f}"
         )
         if row["direct_valid"] != row["valid"]:
             print(f"  (direct loop: {row['direct_valid']} valid — temperature 0 is not bitwise)")

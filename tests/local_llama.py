@@ -94,6 +94,12 @@ class LocalLlama:
         with self._lock:
             return len(self.bodies)
 
+    @property
+    def pid(self) -> int:
+        """The server process's id (benchmarks read its CPU time)."""
+        assert self._process is not None, "the server is not started"
+        return self._process.pid
+
     # ----------------------------------------------------------------- lifetime
 
     def start(self, *, timeout: float = 180.0) -> LocalLlama:
