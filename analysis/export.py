@@ -22,6 +22,7 @@ from django.db.models import CharField, F, FilteredRelation, Func, OuterRef, Q, 
 from django.db.models.functions import TruncDate
 
 from analysis.pseudonyms import RaterLabels
+from annotation.analysed import analysed_ratings_q
 from annotation.csvsafe import safe_writer
 from annotation.models import AssignmentItem, Rating, Responder, Score, Study
 
@@ -88,8 +89,11 @@ class ExportCount:
 
 
 def _scores(study: Study) -> QuerySet[Score]:
+    # Real ratings only: never practice, and a clinician's first rating of each response.
     return Score.objects.filter(
-        rating__response__conversation__study=study, rating__status=Rating.Status.COMPLETE
+        analysed_ratings_q("rating__"),
+        rating__response__conversation__study=study,
+        rating__status=Rating.Status.COMPLETE,
     )
 
 
