@@ -24,8 +24,8 @@ from django.db.models.functions import TruncDate
 from analysis.pseudonyms import RaterLabels
 from annotation.analysed import analysed_ratings_q
 from annotation.csvsafe import safe_writer
-from annotation.time_on_task import response_active_seconds
 from annotation.models import AssignmentItem, Rating, Responder, Score, Study
+from annotation.time_on_task import response_active_seconds
 
 LONG_COLUMNS = (
     "study",
