@@ -421,6 +421,8 @@ class FeedbackPage:
     items: list[FeedbackItem]
     comparison: Comparison
     rule: CalibrationSettings
+    practice_left: int  # the clinician's practice conversations not yet submitted
+    outcome: TrainingOutcome | None
 
 
 def practice_feedback(*, assignment: Assignment) -> FeedbackPage:
@@ -486,6 +488,13 @@ def practice_feedback(*, assignment: Assignment) -> FeedbackPage:
             max_diff=rule.pass_max_diff,
         ),
         rule=rule,
+        practice_left=Assignment.objects.filter(
+            rater_id=assignment.rater_id,
+            conversation__study=study,
+            kind=Assignment.Kind.PRACTICE,
+            status__in=(Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS),
+        ).count(),
+        outcome=TrainingOutcome.objects.filter(study=study, rater_id=assignment.rater_id).first(),
     )
 
 

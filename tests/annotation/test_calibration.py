@@ -154,6 +154,7 @@ def test_clinician_trains_first_sees_the_reference_then_gets_real_work(
     page = client.get(response["Location"]).content.decode()
     anchor = training_study.rubric.attributes.first().levels.get(value=3).anchor
     assert "your scores beside the reference" in page and anchor in page
+    assert "Training not passed yet" in page
     assert "Leaky" not in page and "zz-" not in page  # blinding holds in training too
     # Mean difference 1.0 > 0.75: not passed, real work still held back.
     practice.refresh_from_db()
