@@ -471,5 +471,5 @@ def retest(request: HttpRequest, study_id: int) -> HttpResponse:
     return render(
         request,
         "analysis/retest.html",
-        {"study": study, "rows": study_calibration(study=study), "block": DRIFT_BLOCK},
+        {"study": study, "rows": study_calibration(study=study), "drift_block": DRIFT_BLOCK},
     )

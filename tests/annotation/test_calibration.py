@@ -495,3 +495,20 @@ def test_time_per_response_adds_up_to_the_conversation_and_reaches_the_export(
     client.force_login(admin_user)
     page = client.get(reverse("annotation:manage_time_on_task") + f"?study={study.pk}")
     assert "300 s" in page.content.decode()
+
+
+def test_admin_types_reference_scores_on_the_training_page(training_study, client, admin_user):
+    client.force_login(admin_user)
+    url = reverse("annotation:manage_training")
+    page = client.get(f"{url}?study={training_study.pk}").content.decode()
+    response = Response.objects.filter(conversation__external_id="c0").order_by("id").first()
+    attribute = training_study.rubric.attributes.order_by("position").first()
+    field = f"ref-{response.pk}-{attribute.pk}"
+    assert f'name="{field}"' in page
+    saved = client.post(url, {"study": training_study.pk, "action": "references", field: "4"})
+    assert saved.status_code == 302
+    assert ReferenceScore.objects.get(response=response, attribute=attribute).value == 4
+    # Off the scale: the page again naming the cell, the stored value unchanged.
+    refused = client.post(url, {"study": training_study.pk, "action": "references", field: "7"})
+    assert refused.status_code == 422 and "7 is not on the" in refused.content.decode()
+    assert ReferenceScore.objects.get(response=response, attribute=attribute).value == 4
