@@ -244,8 +244,11 @@ def test_practice_ratings_are_absent_from_every_report_and_export(mixed_study, c
         long = "".join(export.long_csv(study=study, identified=identified))
         wide = "".join(export.wide_csv(study=study, identified=identified))
         for text in (long, wide):
-            assert "PRACTICE-ONLY" not in text and ",5" not in text
+            assert "PRACTICE-ONLY" not in text
             assert "c0," not in text and "c1," in text
+        assert {r["score"] for r in csv.DictReader(io.StringIO(long))} == {"3"}
+        wide_rows = list(csv.DictReader(io.StringIO(wide)))
+        assert len(wide_rows) == 1 and wide_rows[0]["conversation"] == "c1"
     client.force_login(researcher)
     api = client.get("/api/ratings/?identified=0").json()
     listed = api["results"] if isinstance(api, dict) else api
