@@ -640,6 +640,7 @@ def assignment_reassign(*, assignment: Assignment, rater: Rater) -> Assignment:
     """Move work nobody has started to another clinician. Started work is never moved silently:
     it raises ValueError (use `assignment_reclaim` once it is stale)."""
     assignment = Assignment.objects.select_for_update().get(pk=assignment.pk)
+    _check_movable(assignment)
     if assignment.status != Assignment.Status.PENDING or (
         assignment.ratings.exists() or assignment.label_annotations.exists()
     ):
@@ -651,6 +652,13 @@ def assignment_reassign(*, assignment: Assignment, rater: Rater) -> Assignment:
     assignment.rater = rater
     assignment.save(update_fields=["rater"])
     return assignment
+
+
+def _check_movable(assignment: Assignment) -> None:
+    # A practice conversation trains its clinician and a repeat compares a clinician with
+    # themselves: given to anyone else, neither would mean anything.
+    if assignment.kind != Assignment.Kind.RATING:
+        raise ValueError("practice and repeat conversations stay with their clinician")
 
 
 def assignment_is_stale(assignment: Assignment, *, now=None) -> bool:
@@ -669,6 +677,7 @@ def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
         .select_related("conversation__study")
         .get(pk=assignment.pk)
     )
+    _check_movable(assignment)
     if not assignment_is_stale(assignment):
         days = assignment.conversation.study.stale_after_days
         raise ValueError(f"only work untouched for more than {days} days can be reclaimed")

@@ -515,3 +515,44 @@ def test_admin_types_reference_scores_on_the_training_page(training_study, clien
     refused = client.post(url, {"study": training_study.pk, "action": "references", field: "7"})
     assert refused.status_code == 422 and "7 is not on the" in refused.content.decode()
     assert ReferenceScore.objects.get(response=response, attribute=attribute).value == 4
+
+
+def test_researcher_may_analyse_the_latest_ratings_instead(
+    retest_study, clinician, client, researcher
+):
+    assignments_create(study=retest_study, clinicians=[clinician], seed_rng=random.Random(3))
+    from annotation.calibration import calibration_after_submit
+
+    # First ratings all 2, repeats all 4: the dashboard's mean tells which were analysed.
+    user = clinician.user
+    while (following := next_assignment_for_user(user=user)) is not None:
+        value = 4 if following.kind == Assignment.Kind.RETEST else 2
+        _rate_all(following, user, score=lambda item, attribute, v=value: v)
+        calibration_after_submit(assignment=assignment_submit(assignment=following, user=user))
+    first = scores_frame(study=retest_study)
+    latest = scores_frame(study=retest_study, filters=Filters(clinician_ratings="latest"))
+    n_cells = 2 * 4 * retest_study.rubric.attributes.count()  # two repeated conversations
+    assert set(first["score"]) == {2.0}
+    assert (latest["score"] == 4.0).sum() == n_cells and len(latest) == len(first)
+    client.force_login(researcher)
+    url = reverse("analysis:dashboard", args=[retest_study.pk])
+    assert client.get(url, {"clinician_ratings": "latest"}).status_code == 200
+    assert client.get(url, {"clinician_ratings": "newest"}).status_code == 400
+
+
+def test_practice_and_repeats_stay_with_their_clinician(
+    training_study, clinician, other_clinician, admin_user
+):
+    from annotation.services import assignment_reassign, assignment_reclaim
+
+    reference_scores_set(
+        study=training_study,
+        rows=reference_csv_rows(text=_references_csv(training_study)),
+        user=admin_user,
+    )
+    (practice,) = practice_assign(study=training_study, clinicians=[clinician])
+    for move in (assignment_reassign, assignment_reclaim):
+        with pytest.raises(ValueError, match="stay with their clinician"):
+            move(assignment=practice, rater=other_clinician)
+    practice.refresh_from_db()
+    assert practice.rater == clinician and practice.status == Assignment.Status.PENDING
