@@ -355,7 +355,10 @@ def filter_choices(*, study: Study) -> dict[str, list[str]]:
 
 def response_texts(*, study: Study) -> pd.DataFrame:
     """conversation, responder, text, is_reference for every response with a text."""
-    rows = Response.objects.filter(conversation__study=study).exclude(text="")
+    # Practice conversations are clinicians' training material, not study data.
+    rows = Response.objects.filter(conversation__study=study, conversation__practice=False).exclude(
+        text=""
+    )
     return pd.DataFrame(
         list(
             rows.values_list(

@@ -47,7 +47,9 @@ def _missing(study: Study) -> dict[int, list[int]]:
         responses.setdefault(conversation_id, set()).add(pk)
     assignments = Assignment.objects.filter(
         conversation__study=study,
-        kind__in=(Assignment.Kind.RATING, Assignment.Kind.RETEST),
+        # A repeat compares a clinician with their own first ratings: a response they never
+        # rated first has nothing to be compared with (the real assignment gets it instead).
+        kind=Assignment.Kind.RATING,
         status__in=TOPPED_UP,
     )
     shown: dict[int, set[int]] = {}
