@@ -16,18 +16,12 @@ import random
 from django.db import transaction
 
 from .models import Assignment, AssignmentItem, Study
+from .presentation import presentation_order
 from .training import calibration_settings_get
 
 # Re-drawing a seed until the order differs: with two or more responses a different permutation
 # turns up with probability ≥ 1/2 per draw, so this bound is never reached in practice.
 MAX_DRAWS = 64
-
-
-def _order(responses: list[int], seed: int) -> list[int]:
-    # The same rule as the first presentation (services._items_for): sorted by id, then shuffled.
-    ordered = sorted(responses)
-    random.Random(seed).shuffle(ordered)
-    return ordered
 
 
 @transaction.atomic
@@ -70,7 +64,7 @@ def retest_schedule(
     first = list(original.items.order_by("position").values_list("response_id", flat=True))
     seed = rng.getrandbits(63)
     for _ in range(MAX_DRAWS):
-        if len(responses) < 2 or _order(responses, seed) != first:
+        if len(responses) < 2 or presentation_order(responses, seed) != first:
             break
         seed = rng.getrandbits(63)
     repeat = Assignment(
@@ -82,7 +76,7 @@ def retest_schedule(
     repeat.save()
     AssignmentItem.objects.bulk_create(
         AssignmentItem(assignment=repeat, response_id=response_id, position=position)
-        for position, response_id in enumerate(_order(responses, seed))
+        for position, response_id in enumerate(presentation_order(responses, seed))
     )
     # A random place among the clinician's unstarted work (the queue is ordered by creation
     # time), so repeats do not gather at the end of the queue.

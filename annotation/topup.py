@@ -19,6 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from .models import Assignment, AssignmentChange, AssignmentItem, Rating, Response, Study
+from .presentation import presentation_items
 
 # Flagged work was set aside on purpose and reclaimed work lives on in another assignment.
 TOPPED_UP = (
@@ -104,11 +105,10 @@ def topup_assign(
         )
         if not started:
             # Nothing seen yet: the full order again from the recorded seed, as at creation.
-            from .services import _items_for
-
-            responses = [i.response for i in items] + list(Response.objects.filter(pk__in=new))
             assignment.items.all().delete()
-            AssignmentItem.objects.bulk_create(_items_for(assignment, responses, assignment.seed))
+            AssignmentItem.objects.bulk_create(
+                presentation_items(assignment, [i.response_id for i in items] + new)
+            )
         else:
             order = list(new)
             rng.shuffle(order)

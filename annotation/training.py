@@ -39,6 +39,7 @@ from .models import (
     Study,
     TrainingOutcome,
 )
+from .presentation import presentation_items
 
 REFERENCE_COLUMNS = ("conversation", "responder", "attribute", "score")
 
@@ -248,8 +249,6 @@ def practice_assign(
 ) -> list[Assignment]:
     """Give each clinician every practice conversation with complete references that they do
     not have yet. Their real work in the study waits in their queue until they pass."""
-    from .services import _items_for
-
     if not clinicians or any(c.kind != Rater.Kind.CLINICIAN for c in clinicians):
         raise ValueError("choose one or more clinicians")
     ready, incomplete = practice_ready(study=study)
@@ -262,9 +261,13 @@ def practice_assign(
             conversation_id__in=ready, kind=Assignment.Kind.PRACTICE
         ).values_list("rater_id", "conversation_id")
     )
-    responses: dict[int, list[Response]] = {}
-    for response in Response.objects.filter(conversation_id__in=ready).exclude(text=""):
-        responses.setdefault(response.conversation_id, []).append(response)
+    responses: dict[int, list[int]] = {}
+    for pk, conversation_id in (
+        Response.objects.filter(conversation_id__in=ready)
+        .exclude(text="")
+        .values_list("id", "conversation_id")
+    ):
+        responses.setdefault(conversation_id, []).append(pk)
     new = []
     for clinician in clinicians:
         for conversation_id in ready:
@@ -278,7 +281,7 @@ def practice_assign(
             new.append(assignment)
     Assignment.objects.bulk_create(new)
     AssignmentItem.objects.bulk_create(
-        item for a in new for item in _items_for(a, responses[a.conversation_id], a.seed)
+        item for a in new for item in presentation_items(a, responses[a.conversation_id])
     )
     return new
 
