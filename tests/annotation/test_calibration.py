@@ -3,6 +3,7 @@
 import csv
 import io
 import random
+import re
 from datetime import timedelta
 
 import numpy as np
@@ -335,14 +336,19 @@ def test_repeats_come_back_reshuffled_never_adjacent_and_counted_apart(retest_st
 
 
 def test_a_repeat_looks_like_any_other_conversation(retest_study, clinician, client):
+    from annotation.calibration import calibration_after_submit
+
     assignments_create(study=retest_study, clinicians=[clinician], seed_rng=random.Random(3))
-    _work_through(clinician.user)
-    repeat = Assignment.objects.filter(rater=clinician, kind=Assignment.Kind.RETEST).first()
-    Assignment.objects.filter(pk=repeat.pk).update(status=Assignment.Status.IN_PROGRESS)
-    client.force_login(clinician.user)
-    page = client.get(reverse("annotation:rate", args=[repeat.token])).content.decode().lower()
+    user = clinician.user
+    while (following := next_assignment_for_user(user=user)).kind != Assignment.Kind.RETEST:
+        _rate_all(following, user)
+        calibration_after_submit(assignment=assignment_submit(assignment=following, user=user))
+    client.force_login(user)
+    page = client.get(reverse("annotation:rate", args=[following.token])).content.decode()
     queue = client.get(reverse("annotation:queue")).content.decode().lower()
-    for text in (page, queue):
+    # A fresh page: the first scores are not shown (nor is anything else about the first time).
+    assert not re.search(r"<input[^>]*\schecked", page)
+    for text in (page.lower(), queue):
         for hint in ("retest", "repeat", "again", "test-retest", "seen before"):
             assert hint not in text
 
