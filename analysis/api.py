@@ -30,6 +30,7 @@ from analysis.models import ExportLog, RaterCode
 from analysis.pseudonyms import RaterLabels, identified_check, identified_requested
 from analysis.selectors import Filters, ReportParams, StudyReport, study_report
 from analysis.services import export_log_create, ratings_export_start
+from annotation.analysed import analysed_ratings_q
 from annotation.models import LabelAnnotation, Rater, Rating, Score, Study
 from annotation.roles import can_read_analysis
 
@@ -340,7 +341,9 @@ class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         q = self.request.query_params
         ratings = (
-            Rating.objects.select_related("response__conversation", "response__responder", "rater")
+            # Study data only: practice and test-retest repeat ratings are not listed.
+            Rating.objects.filter(analysed_ratings_q())
+            .select_related("response__conversation", "response__responder", "rater")
             .prefetch_related(
                 Prefetch("scores", queryset=Score.objects.select_related("attribute"))
             )

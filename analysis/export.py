@@ -22,8 +22,10 @@ from django.db.models import CharField, F, FilteredRelation, Func, OuterRef, Q, 
 from django.db.models.functions import TruncDate
 
 from analysis.pseudonyms import RaterLabels
+from annotation.analysed import analysed_ratings_q
 from annotation.csvsafe import safe_writer
 from annotation.models import AssignmentItem, Rating, Responder, Score, Study
+from annotation.time_on_task import response_active_seconds
 
 LONG_COLUMNS = (
     "study",
@@ -42,6 +44,8 @@ LONG_COLUMNS = (
     "position",
     "created_at",
     "updated_at",
+    # Last, so that readers of the earlier columns are unaffected; identified exports only.
+    "active_seconds",
 )
 WIDE_KEYS = (
     "study",
@@ -88,8 +92,11 @@ class ExportCount:
 
 
 def _scores(study: Study) -> QuerySet[Score]:
+    # Real ratings only: never practice, and a clinician's first rating of each response.
     return Score.objects.filter(
-        rating__response__conversation__study=study, rating__status=Rating.Status.COMPLETE
+        analysed_ratings_q("rating__"),
+        rating__response__conversation__study=study,
+        rating__status=Rating.Status.COMPLETE,
     )
 
 
@@ -167,7 +174,13 @@ def long_csv(
             "position",
             "rated_at",
             "changed_at",
+            "rating__assignment_id",
         )
+    )
+    # Time on task per response (annotation/time_on_task.py): shown only where clinicians are
+    # identified, for the same reason pseudonymous timestamps are days.
+    seconds = (
+        response_active_seconds(assignments=Q(conversation__study=study)) if identified else {}
     )
     buffer = io.StringIO()
     writer = safe_writer(buffer, lineterminator="\n")
@@ -178,7 +191,10 @@ def long_csv(
         chunk_size=CHUNK_ROWS
     ):
         rater = labels.label(study_id=study.pk, rater_id=rater_id, name=rater, kind=kind)
-        writer.writerow((name, conversation, response, responder, family, rater, kind, *rest))
+        active = seconds.get((rest[-1], response), "")
+        writer.writerow(
+            (name, conversation, response, responder, family, rater, kind, *rest[:-1], active)
+        )
         count.rows += 1
         if count.rows % CHUNK_ROWS == 0:
             yield _flush(buffer)

@@ -1,6 +1,7 @@
 from django import forms
 
 from analysis.selectors import Filters, ReportParams
+from annotation.analysed import FIRST, LATEST
 
 BOOTSTRAP_CHOICES = [(200, "200 (quick look)"), (1000, "1,000 (paper)"), (5000, "5,000")]
 
@@ -14,6 +15,14 @@ class ReportFilterForm(forms.Form):
     judge = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
     as_published = forms.BooleanField(
         required=False, label="as published (count the release's 0/6 cells as scores)"
+    )
+    clinician_ratings = forms.ChoiceField(
+        choices=[
+            (FIRST, "first (default)"),
+            (LATEST, "latest (a test-retest repeat where there is one)"),
+        ],
+        required=False,
+        label="Clinician ratings",
     )
     bootstrap = forms.TypedChoiceField(
         choices=BOOTSTRAP_CHOICES, coerce=int, required=False, empty_value=1000, initial=1000
@@ -35,6 +44,7 @@ class ReportFilterForm(forms.Form):
             source=data.get("source") or None,
             clinician=data.get("clinician") or None,
             judges=tuple(data["judge"]) if data.get("judge") else None,
+            clinician_ratings=data.get("clinician_ratings") or FIRST,
         )
 
     def params(self) -> ReportParams:

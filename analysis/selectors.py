@@ -25,6 +25,7 @@ from django.db.models import Count, Max, Q, QuerySet
 from analysis import reports, stats
 from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
+from annotation.analysed import FIRST, analysed_ratings_q
 from annotation.models import Conversation, Rater, Rating, Responder, Response, Score, Study
 
 FRAME_COLUMNS = (
@@ -49,10 +50,14 @@ class Filters:
     source: str | None = None
     clinician: str | None = None
     judges: tuple[str, ...] | None = None
+    # A clinician's first rating of a response (default) or their latest, where a test-retest
+    # repeat exists (annotation/analysed.py).
+    clinician_ratings: str = FIRST
 
     def key(self) -> str:
         judges = ",".join(sorted(self.judges)) if self.judges else ""
-        return f"{self.condition or ''}|{self.source or ''}|{self.clinician or ''}|{judges}"
+        key = f"{self.condition or ''}|{self.source or ''}|{self.clinician or ''}|{judges}"
+        return key if self.clinician_ratings == FIRST else f"{key}|{self.clinician_ratings}"
 
 
 def attribute_names(*, study: Study) -> list[str]:
@@ -76,7 +81,10 @@ def _raters_in(study: Study) -> QuerySet[Rater]:
 def _rating_filter(study: Study, filters: Filters, prefix: str = "") -> Q:
     """The ratings of a study subset; `prefix` ("rating__") applies it from Score."""
     p = prefix
-    q = Q(**{f"{p}response__conversation__study": study})
+    # Never practice ratings, and one rating per clinician and response.
+    q = Q(**{f"{p}response__conversation__study": study}) & analysed_ratings_q(
+        p, clinician_ratings=filters.clinician_ratings
+    )
     if filters.condition:
         q &= Q(**{f"{p}response__conversation__conditions__has_element": filters.condition})
     if filters.source:
@@ -280,7 +288,7 @@ def ratings_version(*, study: Study) -> str:
 def coverage(*, study: Study, filters: Filters | None = None) -> dict[str, object]:
     """How much of the study is rated: conversations with a clinician rating, overlap, judges."""
     filters = filters or Filters()
-    conversations = Conversation.objects.filter(study=study)
+    conversations = Conversation.objects.filter(study=study, practice=False)
     if filters.condition:
         conversations = conversations.filter(conditions__has_element=filters.condition)
     if filters.source:
@@ -347,7 +355,10 @@ def filter_choices(*, study: Study) -> dict[str, list[str]]:
 
 def response_texts(*, study: Study) -> pd.DataFrame:
     """conversation, responder, text, is_reference for every response with a text."""
-    rows = Response.objects.filter(conversation__study=study).exclude(text="")
+    # Practice conversations are clinicians' training material, not study data.
+    rows = Response.objects.filter(conversation__study=study, conversation__practice=False).exclude(
+        text=""
+    )
     return pd.DataFrame(
         list(
             rows.values_list(

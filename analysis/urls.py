@@ -15,6 +15,7 @@ urlpatterns = [
     ),
     path("studies/<int:study_id>/tables/<slug:name>.csv", views.table_csv, name="table_csv"),
     path("studies/<int:study_id>/ratings.csv", views.ratings_csv, name="ratings_csv"),
+    path("studies/<int:study_id>/retest/", views.retest, name="retest"),
     path("distortions/kappa-f1/", views.kappa_f1, name="kappa_f1"),
     path("distortions/<int:study_id>/", views.distortion_dashboard, name="distortions"),
     path(

@@ -27,7 +27,7 @@ from analysis.selectors import StudyReport, filter_choices, study_report
 from analysis.services import export_log_create, export_log_finish, ratings_export_start
 from annotation.csvsafe import safe_frame, safe_writer
 from annotation.models import Study
-from annotation.roles import RESEARCHER, role_required
+from annotation.roles import ADMIN, RESEARCHER, role_required
 
 
 @dataclass(frozen=True)
@@ -460,3 +460,16 @@ def kappa_f1(request: HttpRequest) -> HttpResponse:
             ]
             context["proportions"] = [(k, _cell(v)) for k, v in result.proportions.items()]
     return render(request, "analysis/kappa_f1.html", context)
+
+
+@role_required(ADMIN)
+def retest(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Each clinician's test-retest agreement and drift from the consensus (admins: by name)."""
+    from analysis.retest_selectors import DRIFT_BLOCK, study_calibration
+
+    study = get_object_or_404(Study, pk=study_id, kind=Study.Kind.RESPONSE_RATING)
+    return render(
+        request,
+        "analysis/retest.html",
+        {"study": study, "rows": study_calibration(study=study), "drift_block": DRIFT_BLOCK},
+    )

@@ -4,9 +4,11 @@ from django.utils.html import format_html
 
 from .models import (
     Assignment,
+    AssignmentChange,
     AssignmentItem,
     Attribute,
     AttributeLevel,
+    CalibrationSettings,
     Conversation,
     DistortionLabel,
     ImportLog,
@@ -15,11 +17,13 @@ from .models import (
     Rater,
     Rating,
     RatingChange,
+    ReferenceScore,
     Responder,
     Response,
     Rubric,
     Score,
     Study,
+    TrainingOutcome,
 )
 
 
@@ -144,12 +148,13 @@ class AssignmentAdmin(ViewOnlyAdmin):
         "id",
         "rater",
         "conversation",
+        "kind",
         "status",
         "active_seconds",
         "last_activity_at",
         "submitted_at",
     ]
-    list_filter = ["status", "conversation__study", "rater"]
+    list_filter = ["status", "kind", "conversation__study", "rater"]
     list_select_related = ["rater", "conversation__study"]
     inlines = [AssignmentItemInline]
 
@@ -203,3 +208,28 @@ class LabelAnnotationAdmin(ViewOnlyAdmin):
 class ImportLogAdmin(ViewOnlyAdmin):
     list_display = ["created_at", "study", "kind", "file_name", "summary", "created_by"]
     list_filter = ["kind", "study"]
+
+
+# Training, repeats and top-ups change through /manage/training/ and /manage/top-up/ (services
+# validate reference scores against the scale and audit what they change): view-only here.
+@admin.register(CalibrationSettings)
+class CalibrationSettingsAdmin(ViewOnlyAdmin):
+    list_display = ["study", "pass_mean_abs_diff", "pass_max_diff", "retest_count", "retest_gap"]
+
+
+@admin.register(ReferenceScore)
+class ReferenceScoreAdmin(ViewOnlyAdmin):
+    list_display = ["response", "attribute", "value", "set_by", "set_at"]
+    list_select_related = ["response__conversation__study", "response__responder", "attribute"]
+
+
+@admin.register(TrainingOutcome)
+class TrainingOutcomeAdmin(ViewOnlyAdmin):
+    list_display = ["study", "rater", "passed", "mean_abs_diff", "max_diff", "decided_by"]
+    list_filter = ["study", "passed"]
+
+
+@admin.register(AssignmentChange)
+class AssignmentChangeAdmin(ViewOnlyAdmin):
+    list_display = ["assignment", "field", "old_value", "new_value", "changed_by", "changed_at"]
+    list_select_related = ["assignment__rater", "assignment__conversation__study", "changed_by"]

@@ -24,6 +24,7 @@ from .services import (
     clinician_create,
     user_password_token_issue,
 )
+from .topup import topup_summary
 
 ASSIGNMENTS_SHOWN = 500
 
@@ -43,6 +44,8 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
     context = {
         "studies": Study.objects.all(),
         "study": study,
+        # Responses added after assignment that clinicians have not seen (top-up).
+        "topup": topup_summary(study=study) if study else None,
         "progress": progress,
         "assignments": assignments,
         "assignments_shown": ASSIGNMENTS_SHOWN,

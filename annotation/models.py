@@ -120,6 +120,9 @@ class Conversation(models.Model):
     # Up to three condition labels (MentalBench-100k assigns up to 3 of 23 conditions).
     conditions = models.JSONField(default=list, blank=True)
     source = models.CharField(max_length=100, blank=True, help_text="source dataset")
+    # A practice conversation trains clinicians against reference scores: it is never assigned
+    # as real work, never judged, and its ratings never enter an analysis or an export.
+    practice = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -217,7 +220,14 @@ class Assignment(models.Model):
         FLAGGED = "flagged", "Flagged"
         RECLAIMED = "reclaimed", "Reclaimed"
 
+    class Kind(models.TextChoices):
+        RATING = "rating", "Rating"
+        PRACTICE = "practice", "Practice (training)"
+        # A conversation the clinician rated before, shown again unmarked (test-retest).
+        RETEST = "retest", "Repeat (test-retest)"
+
     rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="assignments")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.RATING)
     conversation = models.ForeignKey(
         Conversation, on_delete=models.PROTECT, related_name="assignments"
     )
@@ -239,13 +249,20 @@ class Assignment(models.Model):
         ordering = ["rater", "id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["rater", "conversation"], name="assignment_unique_rater_conversation"
+                fields=["rater", "conversation", "kind"],
+                name="assignment_unique_rater_conversation_kind",
             )
         ]
         indexes = [models.Index(fields=["rater", "status"])]
 
     def __str__(self) -> str:
         return f"{self.rater} → {self.conversation}"
+
+    @property
+    def rating_repeat(self) -> int:
+        """`Rating.repeat` of this assignment's ratings: a repeat is stored beside the first
+        rating (repeat 1), never over it."""
+        return 1 if self.kind == self.Kind.RETEST else 0
 
 
 class AssignmentItem(models.Model):
@@ -476,3 +493,94 @@ class ImportLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} import of {self.file_name}"
+
+
+class CalibrationSettings(models.Model):
+    """A study's training pass rule and test-retest plan (defaults where a study has none)."""
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="calibration")
+    # Training passes when the mean absolute difference from the reference is at most this …
+    pass_mean_abs_diff = models.FloatField(default=0.75)
+    # … and no single score is this far or further from its reference.
+    pass_max_diff = models.PositiveSmallIntegerField(default=2)
+    # How many of each clinician's rated conversations reappear (0: no repeats) …
+    retest_count = models.PositiveSmallIntegerField(default=0)
+    # … each after at least this many other conversations were submitted in between.
+    retest_gap = models.PositiveSmallIntegerField(default=3)
+
+    class Meta:
+        verbose_name_plural = "calibration settings"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(pass_mean_abs_diff__gte=0), name="calibration_mad_not_negative"
+            ),
+            models.CheckConstraint(condition=Q(retest_gap__gte=1), name="calibration_gap_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"calibration of {self.study}"
+
+
+class ReferenceScore(models.Model):
+    """The expected score of one practice response on one attribute (an expert panel's)."""
+
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="references")
+    attribute = models.ForeignKey(Attribute, on_delete=models.PROTECT, related_name="+")
+    value = models.SmallIntegerField()
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    set_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["response", "attribute"], name="reference_unique_attribute"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"reference {self.response_id}/{self.attribute_id}={self.value}"
+
+
+class TrainingOutcome(models.Model):
+    """A clinician's training result in a study, recorded when their last practice conversation
+    is submitted; an admin may let a clinician through by hand (`decided_by`)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="training_outcomes")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="training_outcomes")
+    passed = models.BooleanField()
+    mean_abs_diff = models.FloatField(null=True, blank=True)
+    max_diff = models.SmallIntegerField(null=True, blank=True)
+    scores = models.PositiveIntegerField(default=0, help_text="scores compared")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "rater"], name="training_unique_rater")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rater} in {self.study}: {'passed' if self.passed else 'not passed'}"
+
+
+class AssignmentChange(models.Model):
+    """Audit trail of changes an admin makes to an assignment itself (responses added, …)."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="changes")
+    field = models.CharField(max_length=32)  # "items", "status"
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["changed_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.old_value!r} → {self.new_value!r}"

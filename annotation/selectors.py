@@ -8,7 +8,7 @@ plain values, so a template cannot reach a response's responder, pk or metadata 
 from collections import Counter
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Case, Count, Q, Sum, When
 from django.http import Http404
 
 from .models import Assignment, AssignmentItem, Attribute, Rater, Rating, RatingChange, Score
@@ -30,9 +30,13 @@ def assignment_get_for_user(*, user, token: str) -> Assignment:
 
 
 def assignments_for_user(*, user):
+    from .training import waiting_for_training_q
+
     return (
         Assignment.objects.filter(rater__user_id=user.pk)
         .exclude(status=Assignment.Status.RECLAIMED)
+        # Real work waits until the clinician has passed the study's training (if they have any).
+        .exclude(waiting_for_training_q(user=user))
         .select_related("conversation__study")
         .order_by("created_at", "token")
     )
@@ -60,8 +64,9 @@ def next_assignment_for_user(*, user) -> Assignment | None:
     open_ = assignments_for_user(user=user).filter(
         status__in=[Assignment.Status.IN_PROGRESS, Assignment.Status.PENDING]
     )
-    # "in_progress" sorts before "pending".
-    return open_.order_by("status", "created_at", "token").first()
+    # Practice first (training comes before real work); "in_progress" sorts before "pending".
+    practice_first = Case(When(kind=Assignment.Kind.PRACTICE, then=0), default=1)
+    return open_.order_by(practice_first, "status", "created_at", "token").first()
 
 
 @dataclass
@@ -134,7 +139,7 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
             rater_id=assignment.rater_id,
             response_id__in=[i["response_id"] for i in items],
             run=None,
-            repeat=0,
+            repeat=assignment.rating_repeat,
         ).values("id", "response_id", "rationale")
     }
     scores: dict[int, dict[int, int]] = {}

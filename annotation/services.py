@@ -577,20 +577,19 @@ def assignments_create(
         ):
             responses[conversation_id] = []
     else:
-        for response in Response.objects.filter(conversation__study=study).exclude(text=""):
+        # Practice conversations are training material, never real work.
+        for response in Response.objects.filter(
+            conversation__study=study, conversation__practice=False
+        ).exclude(text=""):
             responses.setdefault(response.conversation_id, []).append(response)
     conversation_ids = sorted(responses)
-    live = Assignment.objects.filter(conversation__study=study).exclude(
-        status=Assignment.Status.RECLAIMED
-    )
+    # Practice and repeat assignments are not part of the overlap or of a clinician's load.
+    real = Assignment.objects.filter(conversation__study=study, kind=Assignment.Kind.RATING)
+    live = real.exclude(status=Assignment.Status.RECLAIMED)
     holders: dict[int, set[int]] = {c: set() for c in conversation_ids}
     for conversation_id, rater_id in live.values_list("conversation_id", "rater_id"):
         holders.setdefault(conversation_id, set()).add(rater_id)
-    ever = set(
-        Assignment.objects.filter(conversation__study=study).values_list(
-            "conversation_id", "rater_id"
-        )
-    )
+    ever = set(real.values_list("conversation_id", "rater_id"))
     load = Counter(rater_id for ids in holders.values() for rater_id in ids)
 
     # Conversations that already have several raters count towards the overlapped fraction;
@@ -641,6 +640,7 @@ def assignment_reassign(*, assignment: Assignment, rater: Rater) -> Assignment:
     """Move work nobody has started to another clinician. Started work is never moved silently:
     it raises ValueError (use `assignment_reclaim` once it is stale)."""
     assignment = Assignment.objects.select_for_update().get(pk=assignment.pk)
+    _check_movable(assignment)
     if assignment.status != Assignment.Status.PENDING or (
         assignment.ratings.exists() or assignment.label_annotations.exists()
     ):
@@ -652,6 +652,13 @@ def assignment_reassign(*, assignment: Assignment, rater: Rater) -> Assignment:
     assignment.rater = rater
     assignment.save(update_fields=["rater"])
     return assignment
+
+
+def _check_movable(assignment: Assignment) -> None:
+    # A practice conversation trains its clinician and a repeat compares a clinician with
+    # themselves: given to anyone else, neither would mean anything.
+    if assignment.kind != Assignment.Kind.RATING:
+        raise ValueError("practice and repeat conversations stay with their clinician")
 
 
 def assignment_is_stale(assignment: Assignment, *, now=None) -> bool:
@@ -670,6 +677,7 @@ def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
         .select_related("conversation__study")
         .get(pk=assignment.pk)
     )
+    _check_movable(assignment)
     if not assignment_is_stale(assignment):
         days = assignment.conversation.study.stale_after_days
         raise ValueError(f"only work untouched for more than {days} days can be reclaimed")
@@ -757,7 +765,7 @@ def rating_save(
         rater_id=assignment.rater_id,
         response_id=response_id,
         run=None,
-        repeat=0,
+        repeat=assignment.rating_repeat,
         defaults={
             "assignment": assignment,
             "status": Rating.Status.DRAFT,
@@ -829,7 +837,7 @@ def assignment_submit(*, assignment: Assignment, user: AbstractBaseUser) -> Assi
             rater_id=assignment.rater_id,
             response_id__in=[i.response_id for i in items],
             run=None,
-            repeat=0,
+            repeat=assignment.rating_repeat,
         )
     }
     scored = set(

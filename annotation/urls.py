@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import admin_views, views
+from . import admin_views, calibration_views, views
 
 app_name = "annotation"
 
@@ -14,6 +14,7 @@ urlpatterns = [
     path("rate/<str:token>/submit", views.submit, name="submit"),
     path("rate/<str:token>/flag", views.flag, name="flag"),
     path("rate/<str:token>/heartbeat", views.heartbeat, name="heartbeat"),
+    path("rate/<str:token>/feedback", calibration_views.feedback, name="practice_feedback"),
     # Admins.
     path("manage/", admin_views.overview, name="manage"),
     path("manage/assign", admin_views.assign, name="manage_assign"),
@@ -22,6 +23,9 @@ urlpatterns = [
     path("manage/invite", admin_views.invite, name="manage_invite"),
     path("manage/users/<int:pk>/reset-link", admin_views.reset_link, name="manage_reset_link"),
     path("manage/audit/", admin_views.audit, name="manage_audit"),
+    path("manage/training/", calibration_views.training, name="manage_training"),
+    path("manage/top-up/", calibration_views.topup, name="manage_topup"),
+    path("manage/time-on-task/", calibration_views.time_on_task, name="manage_time_on_task"),
     # Invite and admin-issued reset links both land here to set a password.
     path(
         "accounts/set-password/<uidb64>/<token>/",

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
+from .calibration import calibration_after_submit
 from .forms import FlagForm, ImportForm, LabelSaveForm, ScoreSaveForm
 from .importers.base import ImportProblem, file_sha256
 from .importers.limits import ImportLimits
@@ -245,7 +246,7 @@ def submit(request: HttpRequest, token: str) -> HttpResponse:
         messages.success(request, "Message labelled. Thank you.")
         return _to_next(request)
     try:
-        assignment_submit(assignment=assignment, user=request.user)
+        assignment = assignment_submit(assignment=assignment, user=request.user)
     except AssignmentIncomplete as exc:
         context = _rating_context(request, assignment, missing=exc.missing)
         missing = dict(exc.missing)
@@ -255,6 +256,10 @@ def submit(request: HttpRequest, token: str) -> HttpResponse:
     except AssignmentLocked as exc:
         messages.error(request, str(exc))
         return redirect("annotation:rate", token=token)
+    calibration_after_submit(assignment=assignment)
+    if assignment.kind == assignment.Kind.PRACTICE:
+        # Training: the clinician's scores beside the reference before the next conversation.
+        return redirect("annotation:practice_feedback", token=token)
     messages.success(request, "Conversation submitted. Thank you.")
     return _to_next(request)
 

@@ -208,7 +208,8 @@ def judge_targets(
 ) -> list[int]:
     """Ids of the responses a judge run rates: non-empty, not of the judge's excluded responders."""
     responses = (
-        Response.objects.filter(conversation__study_id=study_id)
+        # Practice conversations are clinicians' training material, not study data.
+        Response.objects.filter(conversation__study_id=study_id, conversation__practice=False)
         .exclude(text="")
         .exclude(responder__key__in=rater.excluded_responders or [])
     )

@@ -127,6 +127,12 @@ EXPECTED: dict[str, list[Case]] = {
             data=lambda world, role: {"reason": "broken response"},
         )
     ],
+    # A submitted practice conversation beside its references: its clinician only; a real
+    # conversation has no such page.
+    "rate/<str:token>/feedback": [
+        C("/rate/{practice_token}/feedback", get=OWN_ASSIGNMENT),
+        C("/rate/{token}/feedback", get=(LOGIN, 404, 404, 403, 404, 404, 404)),
+    ],
     "rate/<str:token>/heartbeat": [
         C("/rate/{token}/heartbeat", get=NOT_GET, post=(LOGIN, 204, 404, 403, 404, 404, 404))
     ],
@@ -182,6 +188,31 @@ EXPECTED: dict[str, list[Case]] = {
         C("/manage/users/{researcher_id}/reset-link", get=NOT_GET, post=ADMINS),
     ],
     "manage/audit/": [C("/manage/audit/", get=ADMINS), C("/manage/audit/?format=csv", get=ADMINS)],
+    "manage/training/": [
+        C(
+            "/manage/training/?study={study_id}",
+            get=ADMINS,
+            post=ADMINS_REDIRECT,
+            data=lambda world, role: {
+                "study": world["study_id"],
+                "action": "settings",
+                "pass_mean_abs_diff": 0.75,
+                "pass_max_diff": 2,
+                "retest_count": 1,
+                "retest_gap": 3,
+            },
+        ),
+        C("/manage/training/?study={practice_study_id}", get=ADMINS),
+    ],
+    "manage/top-up/": [
+        C(
+            "/manage/top-up/?study={study_id}",
+            get=ADMINS,
+            post=ADMINS_REDIRECT,
+            data=lambda world, role: {"study": world["study_id"]},
+        )
+    ],
+    "manage/time-on-task/": [C("/manage/time-on-task/?study={study_id}", get=ADMINS)],
     # The link itself is the credential: anyone holding it may open it (it redirects to a
     # session-bound URL that hides the token).
     "accounts/set-password/<uidb64>/<token>/": [
@@ -195,6 +226,10 @@ EXPECTED: dict[str, list[Case]] = {
     ],
     "analysis/studies/<int:study_id>/ratings.csv": [
         C("/analysis/studies/{study_id}/ratings.csv", get=RESEARCHERS)
+    ],
+    # Clinicians by name: admins only.
+    "analysis/studies/<int:study_id>/retest/": [
+        C("/analysis/studies/{study_id}/retest/", get=ADMINS)
     ],
     "analysis/studies/<int:study_id>/judge-assisted/": [
         C("/analysis/studies/{study_id}/judge-assisted/", get=RESEARCHERS),
@@ -327,7 +362,17 @@ def world(db, django_user_model) -> dict:
     """A small real study, each kind of user, and the ids and tokens that fill URL parameters."""
     from knox.models import AuthToken
 
-    from annotation.models import Assignment, Conversation, Rater, Rating, Score, Study
+    from annotation.models import (
+        Assignment,
+        AssignmentItem,
+        Conversation,
+        Rater,
+        Rating,
+        ReferenceScore,
+        Response,
+        Score,
+        Study,
+    )
     from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
     from annotation.services import (
         assignments_create,
@@ -400,6 +445,23 @@ def world(db, django_user_model) -> dict:
         temperature=0.5,
         status=Run.Status.CANCELLED,
     )
+    # A training study: one practice conversation with references, submitted by the clinician.
+    practice_study = make_study(name="Walk training", conversations=1)
+    Conversation.objects.filter(study=practice_study).update(practice=True)
+    practice_response = Response.objects.filter(conversation__study=practice_study).first()
+    ReferenceScore.objects.create(response=practice_response, attribute=attribute, value=3)
+    practice = Assignment.objects.create(
+        rater=clinician,
+        conversation=practice_response.conversation,
+        kind=Assignment.Kind.PRACTICE,
+        status=Assignment.Status.SUBMITTED,
+    )
+    AssignmentItem.objects.create(assignment=practice, response=practice_response, position=0)
+    practice_rating = Rating.objects.create(
+        rater=clinician, response=practice_response, assignment=practice,
+        status=Rating.Status.COMPLETE, source=Rating.Source.FORM,
+    )  # fmt: skip
+    Score.objects.create(rating=practice_rating, attribute=attribute, value=4)
     # The API lists finished work; drafts only on request (and that rule is not this test's).
     assignment.ratings.update(status="complete")
     label_assignment.label_annotations.update(status="complete")
@@ -412,6 +474,8 @@ def world(db, django_user_model) -> dict:
         "users": users,
         "token": assignment.token,
         "label_token": label_assignment.token,
+        "practice_token": practice.token,
+        "practice_study_id": practice_study.pk,
         "item_token": item.token,
         "attribute_id": attribute.pk,
         "label": label,
