@@ -10,6 +10,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from knox.auth import TokenAuthentication
 from rest_framework import exceptions
+from rest_framework.authentication import get_authorization_header
 from rest_framework.throttling import SimpleRateThrottle
 
 
@@ -57,8 +58,6 @@ class ApiTokenAuthentication(TokenAuthentication):
             raise
 
     def _presents_token(self, request) -> bool:
-        from rest_framework.authentication import get_authorization_header
-
         auth = get_authorization_header(request).split()
         return bool(auth) and auth[0].lower() == self.authenticate_header(request).lower().encode()
 

@@ -26,6 +26,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response as ApiResponse
 
+from analysis.downloads import csv_attachment
 from analysis.models import ExportLog, RaterCode
 from analysis.pseudonyms import RaterLabels, identified_check, identified_requested
 from analysis.selectors import Filters, ReportParams, StudyReport, study_report
@@ -253,9 +254,7 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
             identified=identified,
             channel=ExportLog.Channel.API,
         )
-        response = StreamingHttpResponse(chunks, content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-{what}.csv"'
-        return response
+        return csv_attachment(chunks, filename=f"study-{study.pk}-{what}.csv")
 
 
 LIST_PARAMETERS = [

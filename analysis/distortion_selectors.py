@@ -1,8 +1,9 @@
-"""Reads for the distortion dashboards (issue 6): LabelAnnotations → arrays → analysis.distortions.
+"""Reads for the distortion dashboards: LabelAnnotations → arrays → analysis.distortions.
 
 One selector loads a study's labelling runs and clinician labels with a few queries and hands
-plain lists to the pure functions of analysis/distortions.py (STYLE.md 7). A *configuration* is
-one labelling run (endpoint × temperature × the study's prompt scheme, N repeats).
+plain lists to the pure functions of analysis/distortions.py (statistics stay pure: see
+docs/architecture.md). A *configuration* is one labelling run (endpoint × temperature × the
+study's prompt scheme, N repeats).
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ import pandas as pd
 from analysis import distortions
 from analysis.pseudonyms import RaterLabels
 from annotation.models import Conversation, LabelAnnotation, Rater, Study
+from annotation.selectors import study_distortion_labels
 from judging.models import Run
 
 
 def study_label_spec(*, study: Study) -> list[dict[str, str]]:
-    from judging.services import study_distortion_labels
-
     return study_distortion_labels(study_id=study.pk)
 
 

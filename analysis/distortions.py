@@ -1,6 +1,6 @@
 """Cognitive-distortion labelling with repeated LLM runs: consistency, consensus, evaluation.
 
-Pure functions on plain Python / numpy / pandas (STYLE.md item 7); no Django. The reference is
+Pure functions on plain Python / numpy / pandas (docs/architecture.md); no Django. The reference is
 cognitive_distortions_paper.txt ([CD]):
 
 - §3.3, Figure 2 — maximum label repetition across the N runs of an item.
@@ -11,7 +11,7 @@ cognitive_distortions_paper.txt ([CD]):
 - §5.2–5.3, Appendix J, Table 10 — F1_random, κ_F1 and the simulated random baseline.
 
 Conventions: a *run* is the list of canonical labels one LLM call produced (what
-judging.label_parsing.parse_label_output returns in ``labels``: Table 1 names, "No Distortion",
+scoring.label_parsing.parse_label_output returns in ``labels``: Table 1 names, "No Distortion",
 or "Others"), ranked for the RLP; ``None`` stands for a failed run (unparseable output). Runs of
 an item are a list of runs; ``runs_by_item`` is a list of those.
 """
@@ -33,8 +33,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from analysis import stats
-from judging.label_parsing import OTHERS
-from judging.prompts import DEFAULT_DISTORTIONS, NO_DISTORTION
+from scoring.distortions import DEFAULT_DISTORTIONS, NO_DISTORTION, OTHERS
 
 FloatArray = NDArray[np.float64]
 Scheme = Literal["ranked", "multi"]

@@ -1,5 +1,5 @@
 """Reads for the analysis: one query turns a study's scores into the long DataFrame that
-analysis.reports expects (STYLE.md item 7), plus coverage, exclusions and a cheap "ratings
+analysis.reports expects (docs/architecture.md), plus coverage, exclusions and a cheap "ratings
 version" that keys cached reports.
 
 Scores come from complete ratings only (a clinician's form rating becomes complete on submit;

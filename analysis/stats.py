@@ -1,7 +1,7 @@
 """Reliability statistics as pure functions on numpy arrays.
 
 No ORM, no pandas: a selector turns rows into arrays, these functions turn arrays into numbers
-(STYLE.md item 7). References, abbreviated in the docstrings:
+(docs/architecture.md). References, abbreviated in the docstrings:
 
 - [MB100k] Badawi et al., "When Can We Trust LLMs in Mental Health? Large-Scale Benchmarks for
   Reliable LLM Evaluation" (MentalBench-100k / MentalAlign-70k), §5 (ICC framework), §6,
@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as sps
 
-from annotation.rubric import ATTRIBUTE_NAMES
+from scoring.rubric import ATTRIBUTE_NAMES
 
 FloatArray = NDArray[np.float64]
 SeedLike = int | np.random.Generator | None

@@ -1,6 +1,7 @@
 """Researcher dashboards: reliability of each judge, rankings, agreement, coverage, exports.
 
-One view serves the full page or, for htmx filter changes, the report partial (STYLE.md 6).
+One view serves the full page or, for htmx filter changes, the report partial
+(docs/architecture.md).
 Reports come from analysis.selectors.study_report, cached until the study's ratings change;
 templates get precomputed rows and Vega-Lite specs and run no queries.
 """
@@ -20,12 +21,12 @@ from django.views.decorators.http import require_GET
 
 from analysis import charts, distortions
 from analysis.distortion_selectors import consensus_export_rows, distortion_report
+from analysis.downloads import csv_attachment, rows_download, table_download
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
 from analysis.models import ExportLog
 from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import StudyReport, filter_choices, study_report
-from analysis.services import export_log_create, export_log_finish, ratings_export_start
-from annotation.csvsafe import safe_frame, safe_writer
+from analysis.services import ratings_export_start
 from annotation.models import Study
 from annotation.roles import ADMIN, RESEARCHER, role_required
 
@@ -249,20 +250,14 @@ def table_csv(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
     table = report.table(name)
     if table is None:
         table = pd.DataFrame(columns=list(TABLES[name].columns))
-    log = export_log_create(
+    return table_download(
         user=request.user,
         study=study,
-        channel=ExportLog.Channel.WEB,
         what=f"table:{name}",
         params=dict(request.GET.lists()),
+        table=table,
+        filename=f"{slugify(study.name)}-{name}.csv",
     )
-    export_log_finish(log=log, rows=len(table))
-    response = HttpResponse(
-        safe_frame(table).to_csv(index=False), content_type="text/csv; charset=utf-8"
-    )
-    filename = f"{slugify(study.name)}-{name}.csv"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
 
 
 @require_GET
@@ -282,12 +277,10 @@ def ratings_csv(request: HttpRequest, study_id: int) -> StreamingHttpResponse:
         identified=identified,
         channel=ExportLog.Channel.WEB,
     )
-    response = StreamingHttpResponse(chunks, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{slugify(study.name)}-{what}.csv"'
-    return response
+    return csv_attachment(chunks, filename=f"{slugify(study.name)}-{what}.csv")
 
 
-# --- Cognitive-distortion labelling (issue 6) ----------------------------------------------------
+# --- Cognitive-distortion labelling -------------------------------------------------------------
 
 DISTORTION_TABLES: dict[str, TableSpec] = {
     "repetition": TableSpec(
@@ -376,21 +369,14 @@ def distortion_table_csv(request: HttpRequest, study_id: int, name: str) -> Http
         return HttpResponse(status=404)
     _, k, _ = _consensus_k(request)
     table = distortion_report(study=study, k=k).table(name)
-    log = export_log_create(
+    return table_download(
         user=request.user,
         study=study,
-        channel=ExportLog.Channel.WEB,
         what=f"distortion-table:{name}",
         params=dict(request.GET.lists()),
+        table=table,
+        filename=f"{slugify(study.name)}-distortions-{name}.csv",
     )
-    export_log_finish(log=log, rows=len(table))
-    response = HttpResponse(
-        safe_frame(table).to_csv(index=False), content_type="text/csv; charset=utf-8"
-    )
-    response["Content-Disposition"] = (
-        f'attachment; filename="{slugify(study.name)}-distortions-{name}.csv"'
-    )
-    return response
 
 
 @require_GET
@@ -404,23 +390,15 @@ def distortion_labels_csv(request: HttpRequest, study_id: int, run_id: int) -> H
         header, rows = consensus_export_rows(report=report, run_id=run_id, seed=seed)
     except ValueError:
         return HttpResponse(status=404)
-    log = export_log_create(
+    return rows_download(
         user=request.user,
         study=study,
-        channel=ExportLog.Channel.WEB,
         what="distortion-labels",
         params={"run": run_id, "k": k, "seed": seed},
+        header=header,
+        rows=rows,
+        filename=f"{slugify(study.name)}-run{run_id}-labels.csv",
     )
-    buffer = io.StringIO()
-    writer = safe_writer(buffer)
-    writer.writerow(header)
-    writer.writerows(rows)
-    export_log_finish(log=log, rows=len(rows))
-    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = (
-        f'attachment; filename="{slugify(study.name)}-run{run_id}-labels.csv"'
-    )
-    return response
 
 
 @role_required(RESEARCHER)

@@ -1,6 +1,6 @@
 from django import forms
 
-from .models import Study
+from .models import Rater, Study
 
 
 class ImportForm(forms.Form):
@@ -104,8 +104,6 @@ class AssignForm(forms.Form):
     )
 
     def __init__(self, *args, **kwargs):
-        from .models import Rater
-
         super().__init__(*args, **kwargs)
         self.fields["clinicians"].queryset = Rater.objects.filter(
             kind=Rater.Kind.CLINICIAN, user__isnull=False
@@ -116,8 +114,6 @@ class RaterChoiceForm(forms.Form):
     rater = forms.ModelChoiceField(queryset=None)
 
     def __init__(self, *args, **kwargs):
-        from .models import Rater
-
         super().__init__(*args, **kwargs)
         self.fields["rater"].queryset = Rater.objects.filter(
             kind=Rater.Kind.CLINICIAN, user__isnull=False

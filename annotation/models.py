@@ -9,15 +9,17 @@ added in migration 0002 on PostgreSQL).
 """
 
 import secrets
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 def new_token() -> str:
     # Opaque, random tokens are what clinicians see in URLs and forms: they follow no insertion
-    # order and carry nothing about the responder (see docs/blinding.md).
+    # order and carry nothing about the responder (docs/rating.md, "How it is stored").
     return secrets.token_urlsafe(12)
 
 
@@ -263,6 +265,20 @@ class Assignment(models.Model):
         """`Rating.repeat` of this assignment's ratings: a repeat is stored beside the first
         rating (repeat 1), never over it."""
         return 1 if self.kind == self.Kind.RETEST else 0
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.IN_PROGRESS)
+
+    @property
+    def is_stale(self) -> bool:
+        """Open and untouched for longer than the study allows (reads conversation.study)."""
+        return self.is_stale_at(timezone.now())
+
+    def is_stale_at(self, now: datetime) -> bool:
+        touched = self.last_activity_at or self.created_at
+        limit = timedelta(days=self.conversation.study.stale_after_days)
+        return self.is_open and now - touched > limit
 
 
 class AssignmentItem(models.Model):

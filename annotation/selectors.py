@@ -1,4 +1,4 @@
-"""Reads for the annotation app (STYLE.md: selectors read).
+"""Reads for the annotation app (services write, selectors read: docs/architecture.md).
 
 Everything a clinician fetches goes through `assignment_get_for_user`, which answers 404 for
 anything that is not theirs. What is handed to clinician-facing templates is built here from
@@ -7,11 +7,24 @@ plain values, so a template cannot reach a response's responder, pk or metadata 
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import Case, Count, Q, Sum, When
 from django.http import Http404
 
-from .models import Assignment, AssignmentItem, Attribute, Rater, Rating, RatingChange, Score
+from .models import (
+    Assignment,
+    AssignmentItem,
+    Attribute,
+    DistortionLabel,
+    LabelAnnotation,
+    LabelChange,
+    Rater,
+    Rating,
+    RatingChange,
+    Score,
+    Study,
+)
 
 DONE = (Assignment.Status.SUBMITTED, Assignment.Status.FLAGGED)
 
@@ -232,7 +245,7 @@ def rating_changes(*, study=None):
     return rows
 
 
-# --- Distortion labelling (issue 6) --------------------------------------------------------------
+# --- Distortion labelling -----------------------------------------------------------------------
 
 
 @dataclass
@@ -258,8 +271,6 @@ class LabelPage:
 
 
 def label_page(*, assignment: Assignment) -> LabelPage:
-    from .models import DistortionLabel, LabelAnnotation
-
     study = assignment.conversation.study
     options = [
         LabelOption(name=name, definition=definition, example=example)
@@ -292,11 +303,54 @@ def label_page(*, assignment: Assignment) -> LabelPage:
 
 def label_changes(*, study=None):
     """Audit trail of clinicians' distortion labels (LabelChange), oldest first."""
-    from .models import LabelChange
-
     rows = LabelChange.objects.select_related(
         "annotation__rater", "annotation__conversation__study", "changed_by"
     ).order_by("changed_at", "id")
     if study is not None:
         rows = rows.filter(annotation__conversation__study=study)
     return rows
+
+
+def study_rubric(*, study_id: int) -> list[dict[str, Any]]:
+    """The study's rubric as the plain data judging.prompts renders."""
+    rubric_id = Study.objects.values_list("rubric_id", flat=True).get(id=study_id)
+    attributes = (
+        Attribute.objects.filter(rubric_id=rubric_id)
+        .prefetch_related("levels")
+        .order_by("position")
+    )
+    return [
+        {
+            "id": attribute.id,
+            "name": attribute.name,
+            "group": attribute.group,
+            "description": attribute.description,
+            "anchors": {level.value: level.anchor for level in attribute.levels.all()},
+        }
+        for attribute in attributes
+    ]
+
+
+def study_distortion_labels(*, study_id: int) -> list[dict[str, str]]:
+    """The study's label set in the shape prompts and the parser take."""
+    return [
+        {
+            "name": name,
+            "prompt_label": prompt_label or name,
+            "description": definition,
+            "example": example,
+        }
+        for name, prompt_label, definition, example in DistortionLabel.objects.filter(
+            study_id=study_id
+        )
+        .order_by("position")
+        .values_list("name", "prompt_label", "definition", "example")
+    ]
+
+
+def study_label_names(*, study_id: int) -> list[str]:
+    return list(
+        DistortionLabel.objects.filter(study_id=study_id)
+        .order_by("position")
+        .values_list("name", flat=True)
+    )

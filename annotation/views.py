@@ -132,7 +132,7 @@ def _import_upload(request: HttpRequest, handler: UploadLimitHandler) -> HttpRes
     return render(request, "annotation/import.html", context)
 
 
-# --- Clinician rating (issue 3) ------------------------------------------------------------------
+# --- Clinician rating ---------------------------------------------------------------------------
 
 
 def _rating_context(request: HttpRequest, assignment, **extra) -> dict:

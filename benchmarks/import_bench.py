@@ -11,13 +11,14 @@ shared machine.
 
 import argparse
 import csv
-import os
 import random
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchmarks.databases import database_env, database_recreate
 
 ROOT = Path(__file__).resolve().parents[1]
 DB = "mentalbench_bench_import"
@@ -62,17 +63,11 @@ def write_csv(path: Path, n: int) -> None:
 
 
 def env() -> dict:
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-    return {**os.environ, "DATABASE_URL": base.rsplit("/", 1)[0] + "/" + DB}
+    return database_env(DB)
 
 
 def fresh_db() -> None:
-    for sql in (f"DROP DATABASE IF EXISTS {DB}", f"CREATE DATABASE {DB}"):
-        subprocess.run(
-            ["psql", "-q", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c", sql],
-            check=True,
-        )
-    manage("migrate", "-v0")
+    database_recreate(DB)
 
 
 def manage(*args: str) -> float:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.databases import database_env, database_recreate
+
 ROOT = Path(__file__).resolve().parents[1]
 DB = "mentalbench_bench_ppi"
 STUDY = "MentalAlign-70k"
@@ -34,18 +36,12 @@ FIGURE = ROOT / "docs" / "judge-assisted-validation.png"
 
 
 def env() -> dict:
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-    return {**os.environ, "DATABASE_URL": base.rsplit("/", 1)[0] + "/" + DB}
+    return database_env(DB)
 
 
 def import_study(data: Path) -> None:
-    for sql in (f"DROP DATABASE IF EXISTS {DB}", f"CREATE DATABASE {DB}"):
-        subprocess.run(
-            ["psql", "-q", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c", sql],
-            check=True,
-        )
+    database_recreate(DB)
     run = {"cwd": ROOT, "env": env(), "check": True}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0", "--skip-checks"], **run)
     subprocess.run(
         [
             sys.executable, "manage.py", "import_mentalalign", "--study", STUDY,

@@ -108,7 +108,7 @@ def main() -> None:
     from annotation.services import responders_ensure, study_get_or_create
     from judging import providers, services
     from judging.models import ModelEndpoint, Run
-    from judging.parsing import parse_judge_output
+    from scoring.parsing import parse_judge_output
 
     # ---------------------------------------------------------------- data
     study, _ = study_get_or_create(name="Throughput benchmark")

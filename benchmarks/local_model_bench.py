@@ -52,8 +52,8 @@ async def _direct(config, prompts, *, concurrency: int, max_tokens: int, schema,
     """The same requests without the platform: a semaphore, the SDK, the parser."""
     import openai
 
-    from judging.parsing import parse_judge_output
     from judging.providers import _openai_structured
+    from scoring.parsing import parse_judge_output
 
     client = openai.AsyncOpenAI(
         base_url=config.base_url, api_key="EMPTY", timeout=config.timeout, max_retries=0
@@ -159,7 +159,7 @@ def main() -> None:
         for index, endpoint in enumerate(endpoints):
             # Launch without enqueuing (eager mode would run it inside the launch), then run
             # the work loop in the foreground, timed.
-            with mock.patch.object(services, "_enqueue", lambda run_id, count: None):
+            with mock.patch.object(services.launch, "_enqueue", lambda run_id, count: None):
                 run = services.judge_run_create(
                     study_id=study_id,
                     endpoint=endpoint,

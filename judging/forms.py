@@ -6,6 +6,7 @@ from annotation.models import Study
 from judging import prompts
 
 from .models import ModelEndpoint, Run
+from .services import TEMPERATURE_ZERO_REFUSED
 
 HTTP_PROVIDERS = [
     ModelEndpoint.Provider.OPENAI,
@@ -104,8 +105,6 @@ class LabellingRunForm(_ExecutionFields):
     )
 
     def clean(self) -> dict:
-        from .services import TEMPERATURE_ZERO_REFUSED
-
         data = super().clean()
         if data.get("subset") == Run.Subset.SAMPLE and not data.get("sample_size"):
             self.add_error("sample_size", "A sample needs a size.")

@@ -156,6 +156,19 @@ class Run(models.Model):
     def is_active(self) -> bool:
         return self.status in (self.Status.PENDING, self.Status.RUNNING, self.Status.CANCELLING)
 
+    @property
+    def can_cancel(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.RUNNING)
+
+    def can_resume(self, *, pending_items: int) -> bool:
+        """Stopped runs resume; a finished one too while items are still pending."""
+        return self.status in (self.Status.CANCELLED, self.Status.FAILED) or (
+            self.status == self.Status.DONE and pending_items > 0
+        )
+
+    def can_retry(self, *, failed_items: int) -> bool:
+        return failed_items > 0 and self.status != self.Status.CANCELLING
+
     def silent_for(self, now: datetime) -> float:
         """Seconds since any worker loop of this running run was last heard of (0 otherwise)."""
         if self.status != self.Status.RUNNING or self.heartbeat_at is None:

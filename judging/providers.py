@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import anthropic
 import openai
 
-from .parsing import strip_think  # noqa: F401  (re-exported: providers strip answers)
+from scoring.parsing import strip_think  # noqa: F401  (re-exported: providers strip answers)
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Reads for LLM runs: progress, failures, the prompt preview (STYLE.md: selectors read)."""
+"""Reads for LLM runs: progress, failures, the prompt preview."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from datetime import timedelta
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from annotation.models import Conversation, Rater, Response, Study
+from annotation.selectors import study_distortion_labels, study_rubric
+
+from . import prompts
 from .models import Run, RunItem
 
 THROUGHPUT_WINDOW_S = 30
@@ -135,11 +139,6 @@ class PromptPreview:
 
 def prompt_preview(*, study_id: int, kind: str, endpoint=None) -> PromptPreview:
     """The exact (system, user) messages the first item of such a run would send."""
-    from annotation.models import Conversation, Rater, Response
-
-    from . import prompts
-    from .services import study_rubric
-
     try:
         if kind == Run.Kind.JUDGE:
             rater = Rater.objects.filter(name=endpoint.name).first() if endpoint else None
@@ -158,12 +157,8 @@ def prompt_preview(*, study_id: int, kind: str, endpoint=None) -> PromptPreview:
         if conversation is None:
             return PromptPreview("", "", "", "this study has no conversations")
         if kind == Run.Kind.LABELLING:
-            from annotation.models import Study
-
-            from .services import labelling_messages, study_distortion_labels
-
             scheme = Study.objects.values_list("label_scheme", flat=True).get(pk=study_id)
-            system, user = labelling_messages(
+            system, user = prompts.labelling_messages(
                 conversation.context,
                 labels=study_distortion_labels(study_id=study_id),
                 scheme=scheme,

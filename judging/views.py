@@ -1,6 +1,7 @@
 """Admin pages for LLM runs: launch, watch (htmx polling), cancel, retry failures, resume.
 
-Thin views (STYLE.md 2): a form validates, one service writes, templates get precomputed context.
+Thin views (docs/architecture.md): a form validates, one service writes, templates get
+precomputed context.
 """
 
 from __future__ import annotations
@@ -50,10 +51,9 @@ def _run_context(run: Run) -> dict:
         "reasons": selectors.run_failure_reasons(run=run),
         "poll": run.is_active,
         "poll_seconds": POLL_SECONDS,
-        "can_cancel": run.status in (Run.Status.PENDING, Run.Status.RUNNING),
-        "can_resume": run.status in (Run.Status.CANCELLED, Run.Status.FAILED)
-        or (run.status == Run.Status.DONE and progress.pending),
-        "can_retry": progress.failed > 0 and run.status != Run.Status.CANCELLING,
+        "can_cancel": run.can_cancel,
+        "can_resume": run.can_resume(pending_items=progress.pending),
+        "can_retry": run.can_retry(failed_items=progress.failed),
     }
 
 

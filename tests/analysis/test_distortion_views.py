@@ -1,4 +1,4 @@
-"""Distortion dashboard, table and label exports, κ_F1 upload (issue 6), over HTTP."""
+"""Distortion dashboard, table and label exports, κ_F1 upload, over HTTP."""
 
 from __future__ import annotations
 

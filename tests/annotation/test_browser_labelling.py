@@ -1,4 +1,4 @@
-"""A clinician labels user messages with the keyboard alone in real chromium (issue 6), and a
+"""A clinician labels user messages with the keyboard alone in real chromium, and a
 researcher sees the distortion dashboard with its Figure 2 chart drawn."""
 
 import pytest

@@ -30,9 +30,9 @@ def _limiter_redis_db(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    from judging import services
+    from judging.services import engine
 
-    monkeypatch.setattr(services, "RETRY_BASE_DELAY", 0.01)
+    monkeypatch.setattr(engine, "RETRY_BASE_DELAY", 0.01)
 
 
 @pytest.fixture(scope="session")

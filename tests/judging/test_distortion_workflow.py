@@ -1,5 +1,5 @@
 """From a CSV of user messages to consensus labels, kappa tables and κ_F1 through the web UI
-only (issue 6 "Done when"): import → assign → clinicians label → labelling run ×5 → dashboard
+only: import → assign → clinicians label → labelling run ×5 → dashboard
 → export with split → κ_F1 upload. The run's Celery task is stood in for by run_work (the work
 loop the task calls), against the fake OpenAI server over real HTTP."""
 

@@ -1,4 +1,4 @@
-"""Distortion-labelling runs against the fake OpenAI server over real HTTP (issue 6).
+"""Distortion-labelling runs against the fake OpenAI server over real HTTP.
 
 The work loop runs in the test process (as in test_services.py); what is stored is
 LabelAnnotations of the endpoint's judge rater, one per (message, repeat).

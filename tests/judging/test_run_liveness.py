@@ -77,7 +77,7 @@ def test_an_unexpected_error_in_one_item_fails_that_item_only(endpoint_factory, 
             raise KeyError("a bug in the prompt code")
         return real(item=item, **kwargs)
 
-    monkeypatch.setattr(services, "item_messages", item_messages)
+    monkeypatch.setattr(services.engine, "item_messages", item_messages)
     services.run_work(run_id=run.id)
     run.refresh_from_db()
     assert run.status == Run.Status.DONE

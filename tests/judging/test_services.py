@@ -214,11 +214,11 @@ def test_the_run_rate_limit_spaces_requests_across_the_run(
     async def recording_sleep(seconds: float) -> None:
         waits.append(seconds)
 
-    class RecordingLimiter(services.RedisRateLimiter):
+    class RecordingLimiter(services.engine.RedisRateLimiter):
         def __init__(self, **options) -> None:
             super().__init__(**options, sleep=recording_sleep)
 
-    monkeypatch.setattr(services, "RedisRateLimiter", RecordingLimiter)
+    monkeypatch.setattr(services.engine, "RedisRateLimiter", RecordingLimiter)
     endpoint = endpoint_factory("openai")
     run = services.judge_run_create(
         study_id=study.id, endpoint=endpoint, rate_limit=0.01, concurrency=32
@@ -338,7 +338,7 @@ def test_a_stolen_claim_cannot_store(study, endpoint_factory, monkeypatch):
     )
     plan = services._Plan.load(run)
     (slow,) = services.items_claim(run_id=run.id, token="slow-worker", limit=10)
-    monkeypatch.setattr(services, "LEASE_SECONDS", 0.0)
+    monkeypatch.setattr(services.claims, "LEASE_SECONDS", 0.0)
     (taker,) = services.items_claim(run_id=run.id, token="new-worker", limit=10)
     assert taker.id == slow.id and taker.attempts == 2
     parse = services.parse_judge_output(

@@ -1,4 +1,4 @@
-"""judging.label_parsing: the Appendix D output formats, common deviations, out-of-list labels
+"""scoring.label_parsing: the Appendix D output formats, common deviations, out-of-list labels
 ("Others", Appendix E/G) and answers that must be rejected rather than guessed.
 
 Pure Python (no Django, no database).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from judging.label_parsing import OTHERS, LabelParse, label_key, parse_label_output
-from judging.prompts import DEFAULT_DISTORTIONS, NO_DISTORTION
+from scoring.distortions import DEFAULT_DISTORTIONS, NO_DISTORTION
+from scoring.label_parsing import OTHERS, LabelParse, label_key, parse_label_output
 
 
 def parse(text: str | None, scheme: str = "multi") -> LabelParse:

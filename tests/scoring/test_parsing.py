@@ -1,4 +1,4 @@
-"""judging.parsing: a score is taken only from one unambiguous answer; anything else is an
+"""scoring.parsing: a score is taken only from one unambiguous answer; anything else is an
 invalid output with a reason (which the run's re-ask handles).
 
 Pure Python (no Django, no database).
@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from annotation.rubric import ATTRIBUTE_NAMES
-from judging.parsing import parse_judge_output, strip_think, think_spans
+from scoring.parsing import parse_judge_output, strip_think, think_spans
+from scoring.rubric import ATTRIBUTE_NAMES
 
 
 def answer(score: object = 4, *, explanation: str = "Warm and specific.", **extra: object) -> str:

@@ -1,0 +1,480 @@
+"""The clinician rating workflow: assignments, autosave, submit, flag, reassign, reclaim.
+
+Every write to one assignment locks its row first, so two tabs' saves run one at a time.
+"""
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.tokens import default_token_generator
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
+
+from ..models import (
+    Assignment,
+    AssignmentItem,
+    Attribute,
+    AttributeLevel,
+    Conversation,
+    LabelAnnotation,
+    Rater,
+    Rating,
+    RatingChange,
+    Response,
+    Score,
+    Study,
+)
+from ..roles import CLINICIAN, role_add, user_can_manage
+from .importing import BATCH
+
+# A heartbeat adds at most this many seconds: the page sends one every 15 s while it is visible
+# and was used in the last minute, so a longer gap means the clinician was away.
+HEARTBEAT_MAX_SECONDS = 20
+# Edit clocks come from the browser; one far in the future would lock every later edit out.
+CLOCK_SKEW_MS = 60_000
+
+OPEN = (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS)
+
+
+class AssignmentLocked(Exception):
+    """The assignment was submitted, flagged or reclaimed: it takes no more edits."""
+
+
+class AssignmentIncomplete(Exception):
+    def __init__(self, missing: list[tuple[str, list[str]]]):
+        self.missing = missing  # [("A", ["Safety", "Empathy"]), …] in display order
+        super().__init__(
+            "; ".join(
+                f"Response {label}: {', '.join(names)} not scored" for label, names in missing
+            )
+        )
+
+
+@dataclass
+class SaveResult:
+    saved: bool  # False: a newer edit (another tab) was already stored and is kept
+    value: int | str | None  # what is stored now
+
+
+def _items_for(
+    assignment: Assignment, responses: list[Response], seed: int
+) -> list[AssignmentItem]:
+    # The order is a function of the recorded seed alone (responses sorted by pk first), so the
+    # export can re-derive and check it; it is also stored, so a reload never re-draws it.
+    ordered = sorted(responses, key=lambda r: r.pk)
+    random.Random(seed).shuffle(ordered)
+    return [
+        AssignmentItem(assignment=assignment, response=response, position=position)
+        for position, response in enumerate(ordered)
+    ]
+
+
+@transaction.atomic
+def assignments_create(
+    *,
+    study: Study,
+    clinicians: list[Rater],
+    overlap: int = 1,
+    overlap_fraction: float = 0.0,
+    seed_rng: random.Random | None = None,
+) -> list[Assignment]:
+    """Give every conversation of the study to one clinician, and `overlap_fraction` of them
+    (1.0 = all) to `overlap` clinicians in all, for inter-rater agreement.
+
+    Balanced: each copy goes to the clinician with the fewest assignments in the study so far
+    (ties broken by name). Conversations already assigned count towards their overlap, so running
+    it again, or after importing more conversations, only adds what is missing. Conversations
+    without response texts (MentalAlign import) are skipped; a distortion study assigns every
+    conversation (clinicians label its user message). `seed_rng` makes the permutation
+    seeds reproducible (tests); otherwise each assignment gets a fresh random seed.
+    """
+    if not clinicians:
+        raise ValueError("choose at least one clinician")
+    if any(c.kind != Rater.Kind.CLINICIAN for c in clinicians):
+        raise ValueError("only clinicians can be assigned conversations")
+    if not 1 <= overlap <= len(clinicians):
+        raise ValueError(
+            f"overlap must be between 1 and the number of clinicians ({len(clinicians)})"
+        )
+    if not 0.0 <= overlap_fraction <= 1.0:
+        raise ValueError("the overlap fraction must be between 0 and 1")
+
+    # Two admins assigning the same study at once would both see the same load: one waits.
+    Study.objects.select_for_update().filter(pk=study.pk).first()
+    responses: dict[int, list[Response]] = {}
+    if study.kind == Study.Kind.DISTORTION_LABELLING:
+        # Clinicians label the user's message itself: every conversation, no responses shown.
+        for conversation_id in Conversation.objects.filter(study=study).values_list(
+            "id", flat=True
+        ):
+            responses[conversation_id] = []
+    else:
+        # Practice conversations are training material, never real work.
+        for response in Response.objects.filter(
+            conversation__study=study, conversation__practice=False
+        ).exclude(text=""):
+            responses.setdefault(response.conversation_id, []).append(response)
+    conversation_ids = sorted(responses)
+    # Practice and repeat assignments are not part of the overlap or of a clinician's load.
+    real = Assignment.objects.filter(conversation__study=study, kind=Assignment.Kind.RATING)
+    live = real.exclude(status=Assignment.Status.RECLAIMED)
+    holders: dict[int, set[int]] = {c: set() for c in conversation_ids}
+    for conversation_id, rater_id in live.values_list("conversation_id", "rater_id"):
+        holders.setdefault(conversation_id, set()).add(rater_id)
+    ever = set(real.values_list("conversation_id", "rater_id"))
+    load = Counter(rater_id for ids in holders.values() for rater_id in ids)
+
+    # Conversations that already have several raters count towards the overlapped fraction;
+    # the rest are drawn at random, so the overlap is not "the first conversations".
+    rng = seed_rng or random.Random()
+    overlapped: set[int] = set()
+    if overlap > 1:
+        wanted = round(overlap_fraction * len(conversation_ids))
+        shared = [c for c in conversation_ids if len(holders[c]) > 1]
+        single = [c for c in conversation_ids if len(holders[c]) <= 1]
+        overlapped = set(shared[:wanted])
+        overlapped |= set(rng.sample(single, max(0, min(len(single), wanted - len(overlapped)))))
+
+    new: list[Assignment] = []
+    for conversation_id in conversation_ids:
+        wanted = overlap if conversation_id in overlapped else 1
+        have = holders.setdefault(conversation_id, set())
+        while len(have) < wanted:
+            candidates = [
+                c for c in clinicians if c.pk not in have and (conversation_id, c.pk) not in ever
+            ]
+            if not candidates:
+                break
+            chosen = min(candidates, key=lambda c: (load[c.pk], c.name))
+            have.add(chosen.pk)
+            load[chosen.pk] += 1
+            assignment = Assignment(rater=chosen, conversation_id=conversation_id)
+            if seed_rng is not None:
+                assignment.seed = seed_rng.getrandbits(63)
+            new.append(assignment)
+    Assignment.objects.bulk_create(new, batch_size=BATCH)
+    items = [
+        item
+        for assignment in new
+        for item in _items_for(assignment, responses[assignment.conversation_id], assignment.seed)
+    ]
+    AssignmentItem.objects.bulk_create(items, batch_size=BATCH)
+    return new
+
+
+def _items_copy(*, source: Assignment, target: Assignment) -> None:
+    responses = [item.response for item in source.items.select_related("response")]
+    AssignmentItem.objects.bulk_create(_items_for(target, responses, target.seed))
+
+
+@transaction.atomic
+def assignment_reassign(*, assignment: Assignment, rater: Rater) -> Assignment:
+    """Move work nobody has started to another clinician. Started work is never moved silently:
+    it raises ValueError (use `assignment_reclaim` once it is stale)."""
+    assignment = Assignment.objects.select_for_update().get(pk=assignment.pk)
+    _check_movable(assignment)
+    if assignment.status != Assignment.Status.PENDING or (
+        assignment.ratings.exists() or assignment.label_annotations.exists()
+    ):
+        raise ValueError("this assignment was started; reclaim it instead once it is stale")
+    if rater.kind != Rater.Kind.CLINICIAN:
+        raise ValueError("only clinicians can be assigned conversations")
+    if Assignment.objects.filter(rater=rater, conversation=assignment.conversation_id).exists():
+        raise ValueError(f"{rater} already has this conversation")
+    assignment.rater = rater
+    assignment.save(update_fields=["rater"])
+    return assignment
+
+
+def _check_movable(assignment: Assignment) -> None:
+    # A practice conversation trains its clinician and a repeat compares a clinician with
+    # themselves: given to anyone else, neither would mean anything.
+    if assignment.kind != Assignment.Kind.RATING:
+        raise ValueError("practice and repeat conversations stay with their clinician")
+
+
+def assignment_is_stale(assignment: Assignment, *, now=None) -> bool:
+    """Kept for callers of the old name: the rule is `Assignment.is_stale` (reads only that row)."""
+    return assignment.is_stale_at(now or timezone.now())
+
+
+@transaction.atomic
+def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
+    """Hand a stale assignment to another clinician. The first clinician's partial ratings stay
+    (as drafts on the old, now reclaimed assignment); the new one gets a fresh order."""
+    assignment = (
+        Assignment.objects.select_for_update()
+        .select_related("conversation__study")
+        .get(pk=assignment.pk)
+    )
+    _check_movable(assignment)
+    if not assignment.is_stale:
+        days = assignment.conversation.study.stale_after_days
+        raise ValueError(f"only work untouched for more than {days} days can be reclaimed")
+    if rater.pk == assignment.rater_id or rater.kind != Rater.Kind.CLINICIAN:
+        raise ValueError("choose another clinician")
+    if Assignment.objects.filter(rater=rater, conversation=assignment.conversation_id).exists():
+        raise ValueError(f"{rater} already has this conversation")
+    assignment.status = Assignment.Status.RECLAIMED
+    assignment.save(update_fields=["status"])
+    new = Assignment.objects.create(
+        rater=rater, conversation=assignment.conversation, reclaimed_from=assignment
+    )
+    _items_copy(source=assignment, target=new)
+    return new
+
+
+def _locked_open(assignment: Assignment) -> Assignment:
+    """Lock the assignment row: every write to one assignment runs one at a time (two tabs)."""
+    # The study comes in the same query (it is not locked: of=self) for the rubric checks below.
+    locked = (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("conversation__study")
+        .get(pk=assignment.pk)
+    )
+    if locked.status not in OPEN:
+        raise AssignmentLocked(f"this conversation is {locked.get_status_display().lower()}")
+    return locked
+
+
+def _touch(assignment: Assignment, now) -> None:
+    """Record activity. Active time grows by the gap since the previous activity (a save or a
+    heartbeat), capped, so time away from the page is not counted."""
+    fields = ["last_activity_at", "active_seconds"]
+    previous = assignment.last_activity_at
+    gap = (now - previous).total_seconds() if previous else None
+    if gap is not None and 0 <= gap <= HEARTBEAT_MAX_SECONDS:
+        # Whole seconds only; the remainder is carried (the clock advances by what was counted),
+        # so frequent saves a fraction of a second apart still add up.
+        assignment.active_seconds += int(gap)
+        assignment.last_activity_at = previous + timedelta(seconds=int(gap))
+    else:
+        assignment.active_seconds += HEARTBEAT_MAX_SECONDS if gap else 0
+        assignment.last_activity_at = now
+    if assignment.status == Assignment.Status.PENDING:
+        assignment.status = Assignment.Status.IN_PROGRESS
+        assignment.started_at = now
+        fields += ["status", "started_at"]
+    assignment.save(update_fields=fields)
+
+
+def _form_row(model: type[Rating] | type[LabelAnnotation], *, assignment: Assignment, **target):
+    """The clinician's own row (a Rating or LabelAnnotation) for `target`, a draft if new."""
+    row, _ = model.objects.get_or_create(
+        rater_id=assignment.rater_id,
+        run=None,
+        repeat=assignment.rating_repeat,
+        defaults={
+            "assignment": assignment,
+            "status": model.Status.DRAFT,
+            "source": model.Source.FORM,
+        },
+        **target,
+    )
+    return row
+
+
+def _submitted(assignment: Assignment, now) -> Assignment:
+    assignment.status = Assignment.Status.SUBMITTED
+    assignment.submitted_at = assignment.last_activity_at = now
+    assignment.save(update_fields=["status", "submitted_at", "last_activity_at"])
+    return assignment
+
+
+def _clock(edited_ms: int | None, now) -> int:
+    server_ms = int(now.timestamp() * 1000)
+    return server_ms if edited_ms is None else min(edited_ms, server_ms + CLOCK_SKEW_MS)
+
+
+@transaction.atomic
+def rating_save(
+    *,
+    assignment: Assignment,
+    item_token: str,
+    user: AbstractBaseUser,
+    attribute_id: int | None = None,
+    score: int | None = None,
+    rationale: str | None = None,
+    edited_ms: int | None = None,
+) -> SaveResult:
+    """Autosave one field: a score (attribute_id + score) or the rationale.
+
+    Last edit wins per field, by the browser's edit clock `edited_ms`: a save older than what is
+    stored (a stale tab, a retried request) changes nothing and reports the stored value. Every
+    change is audited in RatingChange. Safe to retry: the same save twice stores one value once.
+    """
+    now = timezone.now()
+    clock = _clock(edited_ms, now)
+    assignment = _locked_open(assignment)
+    response_id = (
+        AssignmentItem.objects.filter(assignment=assignment, token=item_token)
+        .order_by()  # the model's default ordering would join the assignment table
+        .values_list("response_id", flat=True)
+        .first()
+    )
+    if response_id is None:
+        raise ValueError("unknown response")
+    rating = _form_row(Rating, assignment=assignment, response_id=response_id)
+    _touch(assignment, now)
+    if attribute_id is not None:
+        # One query checks both that the attribute is in this study's rubric and the score is on
+        # its scale; the error path may take a second one to say which.
+        rubric_id = assignment.conversation.study.rubric_id
+        on_scale = AttributeLevel.objects.filter(
+            attribute_id=attribute_id, value=score, attribute__rubric_id=rubric_id
+        ).exists()
+        if not on_scale:
+            attribute = Attribute.objects.filter(pk=attribute_id, rubric_id=rubric_id).first()
+            if attribute is None:
+                raise ValueError("unknown attribute")
+            raise ValueError(f"{attribute.name} takes a score from its scale, not {score!r}")
+        current = Score.objects.filter(rating=rating, attribute_id=attribute_id).first()
+        if current and current.edited_ms is not None and current.edited_ms > clock:
+            return SaveResult(saved=False, value=current.value)
+        if current is None:
+            Score.objects.create(
+                rating=rating, attribute_id=attribute_id, value=score, edited_ms=clock
+            )
+            old = ""
+        else:
+            old = str(current.value)
+            current.value, current.edited_ms = score, clock
+            current.save(update_fields=["value", "edited_ms"])
+        if old != str(score):
+            RatingChange.objects.create(
+                rating=rating,
+                attribute_id=attribute_id,
+                field="score",
+                old_value=old,
+                new_value=str(score),
+                changed_by=user,
+            )
+        return SaveResult(saved=True, value=score)
+    if rationale is None:
+        raise ValueError("nothing to save")
+    if rating.rationale_edited_ms is not None and rating.rationale_edited_ms > clock:
+        return SaveResult(saved=False, value=rating.rationale)
+    rationale = rationale.strip()[:2000]
+    old = rating.rationale
+    rating.rationale, rating.rationale_edited_ms = rationale, clock
+    rating.save(update_fields=["rationale", "rationale_edited_ms", "updated_at"])
+    if old != rationale:
+        RatingChange.objects.create(
+            rating=rating, field="rationale", old_value=old, new_value=rationale, changed_by=user
+        )
+    return SaveResult(saved=True, value=rationale)
+
+
+@transaction.atomic
+def assignment_submit(*, assignment: Assignment, user: AbstractBaseUser) -> Assignment:
+    """Lock a conversation once every response has every attribute scored; its ratings become
+    `complete` (the only ones analysis uses). Raises AssignmentIncomplete naming what is missing."""
+    assignment = _locked_open(assignment)
+    attributes = list(
+        Attribute.objects.filter(rubric__studies__conversations=assignment.conversation_id)
+    )
+    items = list(assignment.items.order_by("position"))
+    ratings = {
+        r.response_id: r
+        for r in Rating.objects.filter(
+            rater_id=assignment.rater_id,
+            response_id__in=[i.response_id for i in items],
+            run=None,
+            repeat=assignment.rating_repeat,
+        )
+    }
+    scored = set(
+        Score.objects.filter(rating__in=ratings.values()).values_list(
+            "rating__response_id", "attribute_id"
+        )
+    )
+    missing = []
+    for item in items:
+        names = [a.name for a in attributes if (item.response_id, a.pk) not in scored]
+        if names:
+            missing.append((item.label, names))
+    if missing:
+        raise AssignmentIncomplete(missing)
+    now = timezone.now()
+    Rating.objects.filter(pk__in=[r.pk for r in ratings.values()]).update(
+        status=Rating.Status.COMPLETE, assignment=assignment, updated_at=now
+    )
+    RatingChange.objects.bulk_create(
+        RatingChange(
+            rating=r, field="status", old_value=r.status, new_value="complete", changed_by=user
+        )
+        for r in ratings.values()
+    )
+    return _submitted(assignment, now)
+
+
+@transaction.atomic
+def assignment_flag(*, assignment: Assignment, reason: str) -> Assignment:
+    """Set a conversation aside instead of rating it (distressing or broken content). Ratings
+    already typed stay as drafts, which analysis ignores."""
+    reason = reason.strip()
+    if not reason:
+        raise ValueError("say why you flag this conversation")
+    assignment = _locked_open(assignment)
+    assignment.status = Assignment.Status.FLAGGED
+    assignment.flag_reason = reason[:2000]
+    assignment.last_activity_at = timezone.now()
+    assignment.save(update_fields=["status", "flag_reason", "last_activity_at"])
+    return assignment
+
+
+def assignment_heartbeat(*, assignment: Assignment) -> None:
+    """Count active time: the page calls this every 15 s, only while it is visible and was used
+    in the last minute; see `_touch`."""
+    now = timezone.now()
+    with transaction.atomic():
+        try:
+            assignment = _locked_open(assignment)
+        except AssignmentLocked:
+            return
+        _touch(assignment, now)
+
+
+@transaction.atomic
+def clinician_create(*, username: str, email: str = "") -> tuple:
+    """An admin-created clinician account without a usable password (the invite link sets it),
+    with its role and its Rater."""
+    username = username.strip()
+    User = get_user_model()
+    if not username:
+        raise ValueError("a clinician needs a username")
+    if User.objects.filter(username=username).exists():
+        raise ValueError(f"the username {username!r} is taken")
+    if Rater.objects.filter(name=username).exists():
+        raise ValueError(f"a rater named {username!r} exists already")
+    user = User(username=username, email=email.strip())
+    user.set_unusable_password()
+    user.save()
+    role_add(user=user, role=CLINICIAN)
+    rater = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name=username, user=user)
+    return user, rater
+
+
+def user_password_token_issue(
+    *, actor: AbstractBaseUser, user: AbstractBaseUser
+) -> tuple[str, str]:
+    """The (uidb64, token) pair of a one-time set-password link for `user`, issued by `actor`.
+
+    Whoever holds the link can take the account over, so it is issued only for accounts the
+    actor may manage (`roles.manageable_users`): an admin-group member never gets one for staff,
+    a superuser or another admin. Issuing changes nothing yet; the token stops working once the
+    password is set (Django's password-reset token generator).
+    """
+    if not user_can_manage(actor=actor, target=user):
+        raise PermissionDenied(
+            f"you may not issue a password link for {user.get_username()!r}: admin pages act only "
+            "on accounts with fewer rights than your own"
+        )
+    return urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)
