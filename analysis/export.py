@@ -3,10 +3,10 @@
 The same generators feed `manage.py export_ratings`, the dashboard's download button and the
 API. Rows come from a server-side cursor (``QuerySet.iterator(chunk_size=…)``), are formatted
 into a small buffer and yielded a chunk at a time, so memory does not grow with the study.
-On PostgreSQL the rows come from ``COPY (SELECT …) TO STDOUT`` instead (analysis/copy_export.py),
+On PostgreSQL the rows come from ``COPY (SELECT …) TO STDOUT`` instead (analysis/copy_export.py):
 the same bytes at the database's speed; the Python path below serves SQLite and is the reference
-the COPY path is tested against. Only complete ratings are exported (drafts are a clinician's unfinished work; invalid ratings
-have no scores — their raw text is in the admin).
+the COPY path is tested against. Only complete ratings are exported (drafts are a clinician's
+unfinished work; invalid ratings have no scores — their raw text is in the admin).
 
 By default clinicians appear as their study code (C01, …) and the timestamps as days; with
 ``identified=True`` (admins and users given the permission, audited by the caller) as their

