@@ -14,6 +14,7 @@ from judging.parsing import parse_judge_output
 from judging.prompts import DEFAULT_DISTORTIONS, NO_DISTORTION
 
 from .importers.base import ImportProblem
+from .importers.copy_load import bulk_insert  # COPY on PostgreSQL, bulk_create elsewhere
 from .importers.limits import ImportLimits
 from .importers.mentalalign import Workbook
 from .importers.mentalbench import ConversationRecord
@@ -241,7 +242,7 @@ def conversations_import(
                     source=record.source,
                 )
             )
-    for conversation in Conversation.objects.bulk_create(new_conversations, batch_size=BATCH):
+    for conversation in bulk_insert(new_conversations):
         stored[conversation.external_id] = (conversation.pk, conversation.context)
 
     stored_responses = {
@@ -271,7 +272,7 @@ def conversations_import(
                     row=record.row,
                     column="response" if key == "original" else key,
                 )
-    Response.objects.bulk_create(new_responses, batch_size=BATCH)
+    bulk_insert(new_responses)
     Response.objects.bulk_update(filled, ["text"], batch_size=BATCH)
     summary = {
         "rows": len(records),
@@ -337,7 +338,7 @@ def _conversations_for_workbook(
                     "reason": reason,
                 }
             )
-    for conversation in Conversation.objects.bulk_create(new, batch_size=BATCH):
+    for conversation in bulk_insert(new):
         stored[conversation.external_id] = (conversation.pk, conversation.context)
     return {ext: pk for ext, (pk, _) in stored.items()}, problems
 
@@ -362,7 +363,7 @@ def _responses_for_workbook(
         for cell in workbook.cells
         if (conversations[cell.conversation], responders[cell.responder].pk) not in stored
     ]
-    for response in Response.objects.bulk_create(new, batch_size=BATCH):
+    for response in bulk_insert(new):
         stored[(response.conversation_id, response.responder_id)] = response.pk
     return {
         (ext, key): stored[(conv_pk, responders[key].pk)]
@@ -447,15 +448,14 @@ def mentalalign_import(
                 )
             )
             parsed_scores.append(parsed.scores)
-        Rating.objects.bulk_create(ratings, batch_size=BATCH)
+        bulk_insert(ratings)
         by_name = {a.name: a for a in attributes}
-        Score.objects.bulk_create(
-            (
+        bulk_insert(
+            [
                 Score(rating=rating, attribute=by_name[name], value=value)
                 for rating, scores in zip(ratings, parsed_scores, strict=True)
                 for name, value in scores.items()
-            ),
-            batch_size=BATCH,
+            ]
         )
         summary = {
             "file": workbook.file,
