@@ -14,7 +14,10 @@ from judging.parsing import parse_judge_output
 from judging.prompts import DEFAULT_DISTORTIONS, NO_DISTORTION
 
 from .importers.base import ImportProblem
-from .importers.copy_load import bulk_insert  # COPY on PostgreSQL, bulk_create elsewhere
+from .importers.copy_load import (  # COPY on PostgreSQL, bulk_create elsewhere
+    bulk_insert,
+    bulk_insert_values,
+)
 from .importers.limits import ImportLimits
 from .importers.mentalalign import Workbook
 from .importers.mentalbench import ConversationRecord
@@ -258,9 +261,7 @@ def conversations_import(
             responder = responders[key]
             found = stored_responses.get((conversation_id, responder.pk))
             if found is None:
-                new_responses.append(
-                    Response(conversation_id=conversation_id, responder=responder, text=text)
-                )
+                new_responses.append((conversation_id, responder.pk, text))
             elif found[1] == "":
                 filled.append(Response(pk=found[0], text=text))
             elif found[1] != text:
@@ -272,7 +273,7 @@ def conversations_import(
                     row=record.row,
                     column="response" if key == "original" else key,
                 )
-    bulk_insert(new_responses)
+    bulk_insert_values(Response, ("conversation_id", "responder_id", "text"), new_responses)
     Response.objects.bulk_update(filled, ["text"], batch_size=BATCH)
     summary = {
         "rows": len(records),
@@ -450,12 +451,14 @@ def mentalalign_import(
             parsed_scores.append(parsed.scores)
         bulk_insert(ratings)
         by_name = {a.name: a for a in attributes}
-        bulk_insert(
-            [
-                Score(rating=rating, attribute=by_name[name], value=value)
+        bulk_insert_values(
+            Score,
+            ("rating_id", "attribute_id", "value"),
+            (
+                (rating.pk, by_name[name].pk, value)
                 for rating, scores in zip(ratings, parsed_scores, strict=True)
                 for name, value in scores.items()
-            ]
+            ),
         )
         summary = {
             "file": workbook.file,

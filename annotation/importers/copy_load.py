@@ -12,15 +12,14 @@ and check everything they can before writing, so a COPY or INSERT that fails (a 
 value too long for its column) raises Django's usual database error and the whole import is
 rolled back — nothing is written (tests/annotation/test_copy_load.py).
 
-Primary keys are taken from the table's own sequence before the COPY, so each object gets its
-``pk`` as bulk_create gives it, in the caller's order, without relying on the order of
-``RETURNING``.
+Each object gets its ``pk`` as bulk_create gives it, in the caller's order (see _copy_rows for
+why the order holds).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.db import connection
@@ -40,6 +39,37 @@ def bulk_insert(objs: Sequence[Model], *, batch_size: int | None = None) -> Sequ
     if connection.vendor != "postgresql":
         return model.objects.bulk_create(objs, batch_size=batch_size)
     return _copy_insert(model, objs)
+
+
+def bulk_insert_values(
+    model: type[Model], columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> list[int]:
+    """Insert rows given as tuples of values for `columns` (attnames: ``rating_id``, not
+    ``rating``); every other column gets its field's default. Returns the new primary keys in
+    the rows' order. For the large tables (responses, scores), where building a model object
+    per row cost more than the COPY itself."""
+    rows = list(rows)
+    if not rows:
+        return []
+    if connection.vendor != "postgresql":
+        objs = [model(**dict(zip(columns, row, strict=True))) for row in rows]
+        return [obj.pk for obj in model.objects.bulk_create(objs)]
+    given = {name: i for i, name in enumerate(columns)}
+    now = timezone.now()
+    getters: list[Callable[[Sequence[Any]], Any]] = []
+    for field in _fields(model):
+        if field.attname in given:
+            index = given[field.attname]
+            getters.append(lambda row, index=index: row[index])
+            continue
+        if isinstance(field, DateTimeField) and (field.auto_now or field.auto_now_add):
+            default = now
+        else:
+            default = field.get_default()
+            if isinstance(field, JSONField) and default is not None:
+                default = json.dumps(default, cls=field.encoder)
+        getters.append(lambda row, default=default: default)
+    return _copy_rows(model, [[get(row) for get in getters] for row in rows])
 
 
 def _value_getters(model: type[Model], objs: Sequence[Model]) -> list[Callable[[Model], Any]]:
@@ -70,31 +100,45 @@ def _fields(model: type[Model]) -> list:
 
 
 def _copy_insert(model: type[Model], objs: Sequence[Model]) -> Sequence[Model]:
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    pk = model._meta.pk.column
-    columns = ", ".join([quote(pk), *(quote(f.column) for f in _fields(model))])
-    stage = quote(f"_stage_{model._meta.db_table}")
     getters = _value_getters(model, objs)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-            [model._meta.db_table, pk, len(objs)],
-        )
-        ids = [row[0] for row in cursor.fetchall()]
-        cursor.execute(f"DROP TABLE IF EXISTS {stage}")
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE {stage} AS SELECT {columns} FROM {table} WITH NO DATA"
-        )
-        with connection.wrap_database_errors:
-            with cursor.copy(f"COPY {stage} ({columns}) FROM STDIN") as copy:
-                write = copy.write_row
-                for id_, obj in zip(ids, objs, strict=True):
-                    write((id_, *[get(obj) for get in getters]))
-        cursor.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {stage}")
-        cursor.execute(f"DROP TABLE {stage}")
+    ids = _copy_rows(model, [[get(obj) for get in getters] for obj in objs])
     for id_, obj in zip(ids, objs, strict=True):
         obj.pk = id_
         obj._state.adding = False
         obj._state.db = connection.alias
     return objs
+
+
+def _copy_rows(model: type[Model], rows: list[list[Any]]) -> list[int]:
+    """COPY `rows` (values of every non-key column, in field order) into a staging table, then
+    INSERT … SELECT them in that order; return the new primary keys in the rows' order.
+
+    The keys come from the table's sequence as each row is inserted, in the order of
+    ``ORDER BY seq``; a sequence only grows, so the returned keys sorted ascending are the rows'
+    keys in order whatever order RETURNING lists them in (taking them beforehand with one
+    nextval per row cost a fifth of a second per 70,000 rows).
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    columns = ", ".join(quote(f.column) for f in _fields(model))
+    stage = quote(f"_stage_{model._meta.db_table}")
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {stage}")
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE {stage} AS SELECT 0 AS seq, {columns} FROM {table} "
+            "WITH NO DATA"
+        )
+        with connection.wrap_database_errors:
+            with cursor.copy(f"COPY {stage} (seq, {columns}) FROM STDIN") as copy:
+                write = copy.write_row
+                for seq, row in enumerate(rows):
+                    write((seq, *row))
+        cursor.execute(
+            f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {stage} ORDER BY seq "
+            f"RETURNING {quote(model._meta.pk.column)}"
+        )
+        ids = sorted(row[0] for row in cursor.fetchall())
+        cursor.execute(f"DROP TABLE {stage}")
+    if len(ids) != len(rows):  # cannot happen: an INSERT is all or nothing
+        raise RuntimeError(f"{model._meta.db_table}: {len(ids)} rows inserted of {len(rows)}")
+    return ids
