@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.db import connection, transaction
-from psycopg import sql
 
+from analysis.copy_read import bind
 from analysis.models import RaterCode
 from annotation.csvsafe import safe_cell
 from annotation.models import (
@@ -180,7 +180,7 @@ def copy_csv(
         "clinician": Rater.Kind.CLINICIAN,
         "name": safe_cell(study.name) or None,
     }
-    statement = sql.SQL(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)")  # type: ignore[arg-type]
+    statement = f"COPY ({query}) TO STDOUT WITH (FORMAT csv)"
     for _ in range(SNAPSHOT_TRIES):
         with _snapshot():
             with connection.cursor() as cursor:
@@ -201,7 +201,7 @@ def copy_csv(
 def _stream(cursor, statement, params: dict, count) -> Iterator[str]:
     buffer = bytearray()
     rows = 0
-    with cursor.copy(statement, params) as copy:
+    with connection.wrap_database_errors, cursor.copy(bind(statement, params)) as copy:
         # Each COPY data message is one row.
         for data in copy:
             buffer += data

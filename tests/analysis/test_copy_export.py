@@ -135,3 +135,12 @@ def test_command_and_download_use_the_copy_path(awkward_study, researcher, clien
     assert b"".join(response.streaming_content).decode() == "".join(
         export.wide_csv_python(study=awkward_study.study)
     )
+
+
+def test_the_copy_export_works_under_the_debug_cursor(awkward_study, django_assert_max_num_queries):
+    """DEBUG (and tests that count queries) wrap cursors in Django's debugging cursor, whose
+    copy() takes no parameters: the COPY statement goes with its parameters already bound."""
+    expected = "".join(export.long_csv_python(study=awkward_study.study))
+    with django_assert_max_num_queries(20):
+        text = "".join(export.long_csv(study=awkward_study.study))
+    assert text == expected
