@@ -23,7 +23,6 @@ from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
 
 from analysis import reports, stats
-from analysis.copy_read import int_rows
 from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
 from annotation.models import Conversation, Rater, Rating, Responder, Response, Score, Study
@@ -101,8 +100,7 @@ def scores_frame(
     """The study's scores, one row per score, in the long format of analysis.reports.
 
     One query returns integer ids only (half the time of fetching the names through joins,
-    measured on 357k scores), read with a binary COPY on PostgreSQL; names come from small
-    lookup tables mapped with numpy.
+    measured on 357k scores); names come from small lookup tables mapped with numpy.
     """
     filters = filters or Filters()
     complete = Score.objects.filter(
@@ -117,7 +115,7 @@ def scores_frame(
         "attribute_id",
         "value",
     )
-    ids = int_rows(rows, 5)  # binary COPY on PostgreSQL (analysis/copy_read.py)
+    ids = np.array(list(rows), dtype=np.int64).reshape(-1, 5)
     score = ids[:, 4].astype(np.float64)
     ids = ids[:, :4]
     if as_published:

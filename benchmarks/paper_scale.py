@@ -148,6 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="reuse the benchmark database")
+    parser.add_argument("--no-export", action="store_true", help="leave the export out")
     args = parser.parse_args()
     if not args.keep:
         fresh_db()
@@ -214,6 +215,8 @@ def main() -> None:
 
     line("judge-assisted report, 4 judges, from Postgres", assisted, "; target < 1 s")
     line("judge-assisted tables in memory (codes already read)", median_of(in_memory, args.runs))
+    if args.no_export:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         exported = export_floor.measure(
             study_name=STUDY, env=env(), out_dir=Path(tmp), runs=args.runs
