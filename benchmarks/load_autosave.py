@@ -9,6 +9,14 @@ clinician and response).
     .venv/bin/python benchmarks/load_autosave.py [--clinicians 50] [--seconds 60] [--workers 3]
         [--threads 8] [--client-processes 5]
 
+Measured as a user meets it: static files are collected (hashed, precompressed) and served by
+WhiteNoise with DEBUG off, as in a deployment; a page load is the HTML plus every script and style
+sheet it names that the clinician's "browser" has not cached yet (hashed files are cached for
+good, so a repeat load fetches the HTML only), and the bytes over the wire of first and repeat
+loads are reported. Latency is open loop: each save is due one second after the previous one was
+due, and is timed from then, not from when it was sent, so a slow answer also counts against the
+saves it held up.
+
 The simulated clinicians run as threads spread over several client processes, as real browsers
 are separate programs: one Python process driving 50 threads would itself queue on its GIL and
 add that wait to every measured latency.
@@ -25,6 +33,7 @@ import os
 import random
 import re
 import resource
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -41,6 +50,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 DB_NAME = "mentalbench_bench"
 ITEM = re.compile(r'"item": "([^"]+)", "attribute": "(\d+)"')
+STATIC = re.compile(r'<(?:script|link)[^>]+(?:src|href)="(/static/[^"]+)"')
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -143,33 +153,57 @@ class Clinician(threading.Thread):
         self.client = httpx.Client(base_url=base, cookies={"sessionid": session}, timeout=30)
         self.save_ms: list[float] = []
         self.page_ms: list[float] = []
+        self.page_bytes: list[int] = []  # bytes over the wire per page load (HTML + static)
+        self.cache: set[str] = set()  # static URLs this "browser" may keep for good
         self.acked: list[tuple[str, int, int]] = []  # (item token, attribute id, score), in order
         self.failures: list[str] = []
 
-    def load_page(self) -> list[tuple[str, int]]:
-        started = time.perf_counter()
+    def load_page(self, scheduled: float) -> list[tuple[str, int]]:
+        """The rating page as a browser loads it: the HTML (compressed when the server does),
+        then every script and style sheet it names that is not in this clinician's cache yet.
+        Hashed static files are cached for good (Cache-Control: immutable), so a repeat load
+        asks only for the HTML. Timed from when the load was due (open loop)."""
         response = self.client.get(f"/rate/{self.token}/")
-        self.page_ms.append((time.perf_counter() - started) * 1000)
         response.raise_for_status()
+        wire = response.num_bytes_downloaded
+        for url in STATIC.findall(response.text):
+            if url in self.cache:
+                continue
+            asset = self.client.get(url)
+            asset.raise_for_status()
+            wire += asset.num_bytes_downloaded
+            if "immutable" in asset.headers.get("cache-control", ""):
+                self.cache.add(url)
+        self.page_ms.append((time.monotonic() - scheduled) * 1000)
+        self.page_bytes.append(wire)
         return [(item, int(attribute)) for item, attribute in ITEM.findall(response.text)]
 
     def run(self) -> None:
         # Clinicians do not all open their page in the same instant: spread over 5 seconds.
-        time.sleep(self.rng.random() * 5)
-        fields = self.load_page()
+        opened = time.monotonic() + self.rng.random() * 5
+        time.sleep(max(0.0, opened - time.monotonic()))
+        fields = self.load_page(opened)
         csrf = self.client.cookies.get("csrftoken")
         headers = {"X-CSRFToken": csrf, "HX-Request": "true"}
         next_save = time.monotonic() + self.rng.random()  # spread the clinicians over a second
         next_page = time.monotonic() + 15
         while not self.stop.is_set():
-            time.sleep(max(0.0, next_save - time.monotonic()))
+            # Open loop: every save is due at a fixed time, one second after the last one was
+            # due, and its latency is counted from then. A slow answer therefore counts against
+            # the saves it delayed too (measuring from the actual send would hide that wait:
+            # coordinated omission).
+            scheduled = next_save
+            time.sleep(max(0.0, scheduled - time.monotonic()))
             next_save += 1.0
             if time.monotonic() >= next_page:
+                due = next_page
                 next_page += 15
                 try:
-                    self.load_page()
+                    self.load_page(due)
                 except httpx.HTTPError as exc:  # a failed reload is a failure, not a dead thread
                     self.failures.append(f"page load: {exc!r}"[:120])
+                # A clinician does not save while the page reloads: the save is due after it.
+                scheduled = max(scheduled, time.monotonic())
             item, attribute = self.rng.choice(fields)
             score = self.rng.randint(1, 5)
             data = {
@@ -178,13 +212,12 @@ class Clinician(threading.Thread):
                 "score": score,
                 "edited_ms": int(time.time() * 1000),
             }
-            started = time.perf_counter()
             try:
                 response = self.client.post(f"/rate/{self.token}/save", data=data, headers=headers)
             except httpx.HTTPError as exc:
                 self.failures.append(repr(exc))
                 continue
-            self.save_ms.append((time.perf_counter() - started) * 1000)
+            self.save_ms.append((time.monotonic() - scheduled) * 1000)
             if response.status_code == 200 and "All changes saved" in response.text:
                 self.acked.append((item, attribute, score))
             else:
@@ -209,6 +242,8 @@ def drive(base: str, sessions: list[tuple[str, str]], seconds: int, seed: float)
     return {
         "save_ms": [ms for c in clinicians for ms in c.save_ms],
         "page_ms": [ms for c in clinicians for ms in c.page_ms],
+        "first_bytes": [c.page_bytes[0] for c in clinicians if c.page_bytes],
+        "repeat_bytes": [b for c in clinicians for b in c.page_bytes[1:]],
         "acked": [c.acked for c in clinicians],
         "failures": [f for c in clinicians for f in c.failures],
         "cpu": usage.ru_utime + usage.ru_stime,
@@ -284,7 +319,15 @@ def main() -> int:
         "DEBUG": "0",
         "DJANGO_SETTINGS_MODULE": "mentalbench.settings",
     }
+    # Static files as a deployment serves them (bin/up and the Dockerfile collect them): hashed,
+    # precompressed, served by WhiteNoise with DEBUG off.
+    static_root = tempfile.mkdtemp(prefix="mentalbench-static-")
+    env["STATIC_ROOT"] = static_root
     os.environ.update(env)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env,
+        check=True,
+    )  # fmt: skip
     sys.path.insert(0, str(ROOT))
     sessions = seed(args.clinicians)
 
@@ -331,6 +374,7 @@ def main() -> int:
     finally:
         gunicorn.send_signal(signal.SIGTERM)
         gunicorn.wait(timeout=30)
+        shutil.rmtree(static_root, ignore_errors=True)
 
     saves = [ms for r in results for ms in r["save_ms"]]
     pages = [ms for r in results for ms in r["page_ms"]]
@@ -346,6 +390,14 @@ def main() -> int:
             f"p95={percentile(values, 95):6.1f} ms  p99={percentile(values, 99):6.1f} ms  "
             f"mean={statistics.mean(values):6.1f} ms"
         )
+    first = [b for r in results for b in r["first_bytes"]]
+    repeat = [b for r in results for b in r["repeat_bytes"]]
+    print(
+        f"rating page over the wire (HTML + static files, compressed, after login): first load "
+        f"median {statistics.median(first) / 1024:.1f} KB, repeat load median "
+        f"{statistics.median(repeat) / 1024 if repeat else float('nan'):.1f} KB"
+    )
+    print("latency counted from when each save and page load was due (open loop)")
     print(f"failed requests: {len(failures)} {failures[:3]}")
     print(
         f"server CPU: {cpu_used:.1f} s for {len(saves) + len(pages)} requests = "

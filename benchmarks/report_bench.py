@@ -13,7 +13,8 @@ conversation rated once, 10 % twice), ≈ 357k scores, then reports the median o
 - the in-memory statistics alone (reliability_table on the loaded frame);
 - baseline: a per-resample loop calling pingouin.intraclass_corr, timed on a few hundred
   resamples of one judge × attribute and extrapolated to 28 pairs × 1,000 (stated as such);
-- `manage.py export_ratings` of every score as a subprocess: wall time and peak RSS.
+- `manage.py export_ratings` of every score as a subprocess, with its system checks as a user
+  types it (wall time and peak RSS), beside its floor: psql `\\copy` of the same SELECT.
 """
 
 from __future__ import annotations
@@ -161,29 +162,6 @@ def pingouin_baseline(df, exclusions, attributes, n_resamples: int) -> float:
     return per_resample * 1000 * len(cells.judges) * len(attributes)
 
 
-def export_run(out: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of `manage.py export_ratings` in a child process."""
-    code = (
-        "import resource, subprocess, sys, time;"
-        "t=time.perf_counter();"
-        f"subprocess.run([sys.executable, 'manage.py', 'export_ratings', '--skip-checks', "
-        f"'--study', {STUDY!r}, '--out', {str(out)!r}], check=True, stdout=subprocess.DEVNULL);"
-        "w=time.perf_counter()-t;"
-        "print(w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
-    )
-    # A fresh parent per run so RUSAGE_CHILDREN's maximum is this export's alone.
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env(),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    wall, rss = done.stdout.split()
-    return float(wall), float(rss)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -202,11 +180,17 @@ def main() -> None:
     django.setup()
     from analysis import reports, selectors
     from annotation.models import Score, Study
+    from benchmarks import export_floor
 
     if not Study.objects.filter(name=STUDY).exists():
         start = time.perf_counter()
         n_scores = synthesize(args.conversations)
         print(f"synthesized {n_scores} scores in {time.perf_counter() - start:.1f} s")
+        # Planner statistics as autovacuum would soon have them; without them PostgreSQL
+        # plans the export's joins for empty tables.
+        subprocess.run(
+            ["psql", "-q", "-X", env()["DATABASE_URL"], "-c", "VACUUM ANALYZE"], check=True
+        )
     study = Study.objects.get(name=STUDY)
     n_scores = Score.objects.filter(rating__response__conversation__study=study).count()
     attributes = selectors.attribute_names(study=study)
@@ -248,8 +232,9 @@ def main() -> None:
     table = report_from_postgres()
     baseline = pingouin_baseline(frame, exclusions, attributes, args.pingouin_resamples)
     with tempfile.TemporaryDirectory() as tmp:
-        exports = [export_run(Path(tmp) / "scores.csv") for _ in range(args.runs)]
-        size = (Path(tmp) / "scores.csv").stat().st_size
+        exported = export_floor.measure(
+            study_name=STUDY, env=env(), out_dir=Path(tmp), runs=args.runs
+        )
     print(f"\nstudy: {n_scores} scores, {len(table)} judge × attribute rows, "
           f"n_models {sorted(set(table['n_models']))}")  # fmt: skip
     for name, (median, times) in results.items():
@@ -260,13 +245,7 @@ def main() -> None:
         f"to {len(table)} pairs × 1,000: {baseline:.1f} s "
         f"(ratio {baseline / stats_median:.0f}× the in-memory statistics)"
     )
-    walls = [w for w, _ in exports]
-    rss = [r for _, r in exports]
-    print(
-        f"export_ratings ({size / 1e6:.0f} MB CSV): median {statistics.median(walls):.2f} s "
-        f"runs {', '.join(f'{w:.2f}' for w in walls)}; peak RSS median "
-        f"{statistics.median(rss):.0f} MB, max {max(rss):.0f} MB"
-    )
+    print(export_floor.report(exported))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
+from django.middleware.gzip import GZipMiddleware
 from django.utils.cache import add_never_cache_headers
 
 
@@ -23,3 +24,18 @@ class NoStoreMiddleware:
         if not response.has_header("Cache-Control"):
             add_never_cache_headers(response)
         return response
+
+
+class CompressPagesMiddleware(GZipMiddleware):
+    """Gzip pages and JSON (a rating page is about a twentieth of its size compressed), but not
+    streamed exports: compressing a 50 MB CSV on the fly costs more CPU than the export itself
+    on a small server, and a researcher's download is not what makes the platform feel slow.
+
+    Compression and secrets (BREACH): see docs/security.md — Django masks the CSRF token anew in
+    every response, and no page reflects a request's input next to another long-lived secret.
+    """
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if response.streaming:
+            return response
+        return super().process_response(request, response)

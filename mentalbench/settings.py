@@ -98,6 +98,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Below WhiteNoise (which serves precompressed static files itself) and above everything
+    # that writes the body, so pages leave compressed.
+    "mentalbench.middleware.CompressPagesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -205,6 +208,11 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", BASE_DIR / "media"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed, precompressed, cached for a year (mentalbench/storage.py).
+    "staticfiles": {"BACKEND": "mentalbench.storage.StaticStorage"},
+}
 # --- Import limits: what one imported file (command or /imports/ upload) may hold -------------
 # A file beyond any of them is refused with a one-line message before it is read into memory
 # (docs/importing.md#limits). The defaults leave room for MentalBench-100k-sized CSVs (10,000

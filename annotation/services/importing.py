@@ -15,6 +15,10 @@ from scoring.parsing import parse_judge_output
 from scoring.rubric import DEFAULT_ATTRIBUTES, DEFAULT_RUBRIC_NAME
 
 from ..importers.base import ImportProblem
+from ..importers.copy_load import (  # COPY on PostgreSQL, bulk_create elsewhere
+    bulk_insert,
+    bulk_insert_values,
+)
 from ..importers.limits import ImportLimits
 from ..importers.mentalalign import Workbook
 from ..importers.mentalbench import ConversationRecord
@@ -237,7 +241,7 @@ def conversations_import(
                     source=record.source,
                 )
             )
-    for conversation in Conversation.objects.bulk_create(new_conversations, batch_size=BATCH):
+    for conversation in bulk_insert(new_conversations):
         stored[conversation.external_id] = (conversation.pk, conversation.context)
 
     stored_responses = {
@@ -253,9 +257,7 @@ def conversations_import(
             responder = responders[key]
             found = stored_responses.get((conversation_id, responder.pk))
             if found is None:
-                new_responses.append(
-                    Response(conversation_id=conversation_id, responder=responder, text=text)
-                )
+                new_responses.append((conversation_id, responder.pk, text))
             elif found[1] == "":
                 filled.append(Response(pk=found[0], text=text))
             elif found[1] != text:
@@ -267,7 +269,7 @@ def conversations_import(
                     row=record.row,
                     column="response" if key == "original" else key,
                 )
-    Response.objects.bulk_create(new_responses, batch_size=BATCH)
+    bulk_insert_values(Response, ("conversation_id", "responder_id", "text"), new_responses)
     Response.objects.bulk_update(filled, ["text"], batch_size=BATCH)
     summary = {
         "rows": len(records),
@@ -333,7 +335,7 @@ def _conversations_for_workbook(
                     "reason": reason,
                 }
             )
-    for conversation in Conversation.objects.bulk_create(new, batch_size=BATCH):
+    for conversation in bulk_insert(new):
         stored[conversation.external_id] = (conversation.pk, conversation.context)
     return {ext: pk for ext, (pk, _) in stored.items()}, problems
 
@@ -358,7 +360,7 @@ def _responses_for_workbook(
         for cell in workbook.cells
         if (conversations[cell.conversation], responders[cell.responder].pk) not in stored
     ]
-    for response in Response.objects.bulk_create(new, batch_size=BATCH):
+    for response in bulk_insert(new):
         stored[(response.conversation_id, response.responder_id)] = response.pk
     return {
         (ext, key): stored[(conv_pk, responders[key].pk)]
@@ -443,15 +445,16 @@ def mentalalign_import(
                 )
             )
             parsed_scores.append(parsed.scores)
-        Rating.objects.bulk_create(ratings, batch_size=BATCH)
+        bulk_insert(ratings)
         by_name = {a.name: a for a in attributes}
-        Score.objects.bulk_create(
+        bulk_insert_values(
+            Score,
+            ("rating_id", "attribute_id", "value"),
             (
-                Score(rating=rating, attribute=by_name[name], value=value)
+                (rating.pk, by_name[name].pk, value)
                 for rating, scores in zip(ratings, parsed_scores, strict=True)
                 for name, value in scores.items()
             ),
-            batch_size=BATCH,
         )
         summary = {
             "file": workbook.file,

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis.export import ExportCount, long_csv, wide_csv
-from analysis.management.commands.reliability_report import study_get_or_error
+from analysis.management.lookup import study_get_or_error
 from analysis.models import ExportLog
 from analysis.services import export_log_create, export_log_finish
 

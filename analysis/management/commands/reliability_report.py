@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import reports
+from analysis.management.lookup import study_get_or_error  # noqa: F401 (shared)
 from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import (
     Filters,
@@ -30,14 +31,6 @@ CONTRACT_COLUMNS = (
     "mse",
 )
 TABLE_COLUMNS = (*CONTRACT_COLUMNS, "n_pairs", "verdict")
-
-
-def study_get_or_error(name: str) -> Study:
-    study = Study.objects.filter(name=name).select_related("rubric").first()
-    if study is None:
-        known = ", ".join(Study.objects.values_list("name", flat=True)[:10]) or "none"
-        raise CommandError(f"no study named {name!r} (studies: {known})")
-    return study
 
 
 def _clinician_code(study: Study, value: str | None) -> str | None:

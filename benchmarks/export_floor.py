@@ -1,0 +1,106 @@
+"""`manage.py export_ratings` as a user types it, beside its floor: psql `\\copy` of its SELECT.
+
+Used by report_bench and paper_scale. Each run is a fresh child process (so its peak RSS is the
+export's own); the command runs with Django's system checks, as a user types it. The floor is
+psql writing the very SELECT the export runs (formula-safe cells and all) to a file: what the
+database and the disk cost with no Python at all.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rss_run(argv: list[str], env: dict) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of a command in a fresh child process."""
+    code = (
+        "import resource, subprocess, sys, time;"
+        "t=time.perf_counter();"
+        f"subprocess.run({argv!r}, check=True, stdout=subprocess.DEVNULL);"
+        "w=time.perf_counter()-t;"
+        "print(w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    )
+    wall, rss = done.stdout.split()
+    return float(wall), float(rss)
+
+
+def copy_select(*, study_name: str, wide: bool = False) -> str:
+    """The SELECT the COPY export runs for `study_name`, with its parameters inlined."""
+    import psycopg
+    from django.db import connection
+
+    from analysis import copy_export, export
+    from annotation.csvsafe import safe_cell
+    from annotation.models import Rater, Rating, Responder, Study
+
+    study = Study.objects.get(name=study_name)
+    if wide:
+        _, cells = export.wide_columns(study=study)
+        responders = dict(Responder.objects.values_list("key", "pk"))
+        attributes = dict(study.rubric.attributes.values_list("name", "pk"))
+        query = copy_export.wide_sql(
+            identified=False, cells=[(responders[r], attributes[a]) for r, a in cells]
+        )
+    else:
+        query = copy_export.long_sql(identified=False)
+    params = {
+        "study": study.pk,
+        "complete": Rating.Status.COMPLETE.value,
+        "clinician": Rater.Kind.CLINICIAN.value,
+        "name": safe_cell(study.name),
+    }
+    connection.ensure_connection()
+    raw = connection.connection
+    return psycopg.ClientCursor(raw).mogrify(query, params)
+
+
+def measure(*, study_name: str, env: dict, out_dir: Path, runs: int) -> dict:
+    """Median wall and peak RSS of export_ratings and of the \\copy floor, alternated run by run
+    so that other load on the machine falls on both alike."""
+    out = out_dir / "scores.csv"
+    floor_out = out_dir / "floor.csv"
+    select = " ".join(copy_select(study_name=study_name).split())
+    url = env["DATABASE_URL"]
+    command = [sys.executable, "manage.py", "export_ratings", "--study", study_name]
+    command += ["--out", str(out)]
+    psql = ["psql", "-q", "-X", url, "-c", f"\\copy ({select}) TO '{floor_out}' WITH (FORMAT csv)"]
+    exports, floors = [], []
+    for _ in range(runs):
+        exports.append(_rss_run(command, env))
+        floors.append(_rss_run(psql, env))
+    # Same rows: the export's file is the header plus exactly the floor's bytes.
+    body = out.read_bytes().split(b"\n", 1)[1]
+    same = body == floor_out.read_bytes()
+    wall = statistics.median(w for w, _ in exports)
+    floor = statistics.median(w for w, _ in floors)
+    return {
+        "export_s": wall,
+        "export_runs": [w for w, _ in exports],
+        "export_rss_mb": max(r for _, r in exports),
+        "floor_s": floor,
+        "floor_runs": [w for w, _ in floors],
+        "ratio": wall / floor,
+        "size_mb": out.stat().st_size / 1e6,
+        "same_bytes": same,
+    }
+
+
+def report(result: dict) -> str:
+    runs = ", ".join(f"{w:.2f}" for w in result["export_runs"])
+    floor_runs = ", ".join(f"{w:.2f}" for w in result["floor_runs"])
+    return (
+        f"export_ratings ({result['size_mb']:.0f} MB CSV, with system checks): median "
+        f"{result['export_s']:.2f} s (runs {runs}), peak RSS {result['export_rss_mb']:.0f} MB\n"
+        f"floor, psql \\copy of the same SELECT: median {result['floor_s']:.2f} s "
+        f"(runs {floor_runs}); ratio {result['ratio']:.2f}×; same rows byte for byte: "
+        f"{result['same_bytes']}; load average {os.getloadavg()[0]:.2f}"
+    )
