@@ -20,6 +20,10 @@ What the SQL has to reproduce exactly:
   that was first checked to hold no uncoded clinician (otherwise codes are handed out and the
   check repeated). A name never leaks through a missing code.
 - Timestamps: ISO-8601 UTC to the microsecond when identified, otherwise the day (UTC).
+- Which ratings count (annotation/analysed.py, the default "first" rule): no practice
+  conversation, and a clinician's first rating of a response (judge runs keep every repeat).
+- The last column, a response's estimated time on task, is filled in identified exports only;
+  those take the Python path, which computes it (export.long_csv).
 
 The header is written by Python (through csvsafe) so that it is the same text in both paths.
 """
@@ -92,7 +96,8 @@ def _from_where(joins: str = "") -> str:
         JOIN {_table(Rater)} rt ON rt.id = ra.rater_id
         LEFT JOIN {_table(RaterCode)} rc ON rc.rater_id = ra.rater_id AND rc.study_id = c.study_id
         {joins}
-        WHERE c.study_id = %(study)s AND ra.status = %(complete)s"""
+        WHERE c.study_id = %(study)s AND ra.status = %(complete)s
+          AND NOT c.practice AND (ra.run_id IS NOT NULL OR ra.repeat = 0)"""
 
 
 def _rater(*, identified: bool) -> tuple[str, str]:
@@ -121,7 +126,8 @@ def long_sql(*, identified: bool) -> str:
                  WHERE ai.assignment_id = ra.assignment_id AND ai.response_id = ra.response_id
                  LIMIT 1),
                {_stamp("ra.created_at", identified=identified)},
-               {_stamp("ra.updated_at", identified=identified)}
+               {_stamp("ra.updated_at", identified=identified)},
+               NULL  -- active_seconds: pseudonymous exports leave it empty
         {_from_where(joins)}
         ORDER BY c.id, rs.key, {rater_order}, ra.run_id, ra.repeat, at.position"""
 

@@ -171,7 +171,9 @@ def long_csv(
     *, study: Study, count: ExportCount | None = None, identified: bool = False
 ) -> Iterator[str]:
     """One CSV row per score (header first), in chunks of text: by COPY on PostgreSQL."""
-    if not _use_copy():
+    if not _use_copy() or identified:
+        # Identified exports carry each response's estimated time on task, computed in Python
+        # from the audit trail (annotation/time_on_task.py); they are rare and audited.
         return long_csv_python(study=study, count=count, identified=identified)
     labels = RaterLabels(identified=identified)
     labels.ensure(study.pk)
