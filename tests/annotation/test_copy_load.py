@@ -35,7 +35,12 @@ def _record(row: int, ext: str, **kwargs) -> ConversationRecord:
 
 
 def _written() -> tuple[int, int, int]:
-    return Conversation.objects.count(), Response.objects.count(), ImportLog.objects.count()
+    """What this module's study holds; other studies (e.g. a session-wide import) are not ours."""
+    return (
+        Conversation.objects.filter(study__name="copy").count(),
+        Response.objects.filter(conversation__study__name="copy").count(),
+        ImportLog.objects.filter(study__name="copy").count(),
+    )
 
 
 def test_copy_import_stores_what_bulk_create_would(study):
