@@ -91,6 +91,14 @@ class ItemView:
     groups: list[tuple[str, str, list[tuple["AttributeView", int | None]]]]
     missing: list[str] = field(default_factory=list)
 
+    @property
+    def scored(self) -> int:
+        return sum(chosen is not None for _, _, rows in self.groups for _, chosen in rows)
+
+    @property
+    def total(self) -> int:
+        return sum(len(rows) for _, _, rows in self.groups)
+
 
 @dataclass
 class RatingPage:
@@ -99,10 +107,21 @@ class RatingPage:
     items: list[ItemView]
     groups: list[tuple[str, str, list[AttributeView]]]  # (code, label, attributes)
     locked: bool
+    rationale_required: bool = False
+    rationale_min_length: int = 0
+
+    @property
+    def scored(self) -> int:
+        return sum(item.scored for item in self.items)
+
+    @property
+    def total(self) -> int:
+        return sum(item.total for item in self.items)
 
 
 def rating_page(*, assignment: Assignment) -> RatingPage:
-    rubric_id = assignment.conversation.study.rubric_id
+    study = assignment.conversation.study
+    rubric_id = study.rubric_id
     attributes = [
         AttributeView(
             id=a.pk,
@@ -164,6 +183,8 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
         items=views,
         groups=groups,
         locked=assignment.status not in (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS),
+        rationale_required=study.rationale_required,
+        rationale_min_length=study.rationale_min_length,
     )
 
 
