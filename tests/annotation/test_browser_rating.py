@@ -284,3 +284,12 @@ def test_no_serious_accessibility_violations(
     )
     serious = [v for v in result if v["impact"] in ("serious", "critical")]
     assert not serious, f"{name} at {width} px: {serious}"
+
+
+def test_api_documentation_renders_under_the_policy(django_db_setup, browser_context):
+    """Swagger UI (drf-spectacular-sidecar's local files) draws the API under script-src 'self'."""
+    page = browser_context(width=1280)
+    page.goto("/api/docs/")
+    page.locator(".swagger-ui .opblock").first.wait_for()
+    assert page.locator(".swagger-ui .opblock").count() > 3
+    assert "MentalBench API" in page.inner_text(".swagger-ui .info")
