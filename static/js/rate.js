@@ -281,7 +281,7 @@
   // N: the next attribute without a score; Ctrl+Enter: submit, from anywhere on the page.
   const submitForm = document.getElementById("submit-form");
   let submitWhenSaved = false;
-  document.addEventListener("keydown", function (event) {
+  if (fields.length) document.addEventListener("keydown", function (event) {
     const typing = event.target.matches && event.target.matches("textarea, input[type=text], select");
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && submitForm) {
       event.preventDefault();
