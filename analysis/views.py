@@ -228,7 +228,9 @@ def dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
         # The tables the report shows, for its table of contents (ROUGE's correlation only
         # with ROUGE scores).
         "toc_tables": [
-            t for t in tables.values() if t["name"] != "rouge_correlation" or tables["rouge"]["rows"]
+            t
+            for t in tables.values()
+            if t["name"] != "rouge_correlation" or tables["rouge"]["rows"]
         ],
         "verdicts": _verdicts(report),
         "charts": chart_specs,

@@ -512,9 +512,7 @@ class AssignmentIncomplete(Exception):
     def __init__(self, missing: list[tuple[str, list[str]]]):
         self.missing = missing  # [("A", ["Safety", "Empathy"]), …] in display order
         super().__init__(
-            "; ".join(
-                f"Response {label}: {', '.join(names)} missing" for label, names in missing
-            )
+            "; ".join(f"Response {label}: {', '.join(names)} missing" for label, names in missing)
         )
 
 

@@ -4,20 +4,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0005_distortion_labelling'),
+        ("annotation", "0005_distortion_labelling"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='study',
-            name='rationale_min_length',
-            field=models.PositiveSmallIntegerField(default=0, help_text='characters, counted after trimming; applies when required'),
+            model_name="study",
+            name="rationale_min_length",
+            field=models.PositiveSmallIntegerField(
+                default=0, help_text="characters, counted after trimming; applies when required"
+            ),
         ),
         migrations.AddField(
-            model_name='study',
-            name='rationale_required',
+            model_name="study",
+            name="rationale_required",
             field=models.BooleanField(default=False),
         ),
     ]

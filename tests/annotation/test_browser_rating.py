@@ -35,7 +35,7 @@ class Keyboard:
 
 @pytest.fixture
 def browser_context(chromium, live_server):
-    """Contexts of any size and touch; each fails its test on a Content-Security-Policy violation."""
+    """Contexts of any size and touch; each fails its test on a policy (CSP) violation."""
     contexts, violations = [], []
 
     def make(*, width: int, touch: bool = False, bypass_csp: bool = False):
