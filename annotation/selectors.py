@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Q, Sum
 from django.http import Http404
 
-from .models import Assignment, AssignmentItem, Attribute, Rater, Rating, RatingChange, Score
+from .models import (
+    Assignment,
+    AssignmentItem,
+    Attribute,
+    Rater,
+    Rating,
+    RatingChange,
+    Score,
+    Study,
+)
 
 DONE = (Assignment.Status.SUBMITTED, Assignment.Status.FLAGGED)
 
@@ -119,9 +128,8 @@ class RatingPage:
         return sum(item.total for item in self.items)
 
 
-def rating_page(*, assignment: Assignment) -> RatingPage:
-    study = assignment.conversation.study
-    rubric_id = study.rubric_id
+def rubric_groups(*, rubric_id: int) -> list[tuple[str, str, list[AttributeView]]]:
+    """A rubric's attributes with their anchors, grouped as (code, label, attributes)."""
     attributes = [
         AttributeView(
             id=a.pk,
@@ -141,6 +149,25 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
         if not groups or groups[-1][0] != attribute.group:
             groups.append((attribute.group, labels.get(attribute.group, ""), []))
         groups[-1][2].append(attribute)
+    return groups
+
+
+def guideline_studies(*, user) -> list[tuple[Study, list[tuple[str, str, list[AttributeView]]]]]:
+    """The response-rating studies a clinician has work in, each with its rubric."""
+    studies = (
+        Study.objects.filter(
+            kind=Study.Kind.RESPONSE_RATING,
+            conversations__assignments__in=assignments_for_user(user=user),
+        )
+        .distinct()
+        .order_by("name")
+    )
+    return [(study, rubric_groups(rubric_id=study.rubric_id)) for study in studies]
+
+
+def rating_page(*, assignment: Assignment) -> RatingPage:
+    study = assignment.conversation.study
+    groups = rubric_groups(rubric_id=study.rubric_id)
 
     items = list(
         AssignmentItem.objects.filter(assignment=assignment)

@@ -251,9 +251,15 @@ def _rating_url(rater: Rater) -> str:
     return f"/rate/{assignment.token}/"
 
 
+def _guidelines_url(rater: Rater) -> str:
+    _rating_url(rater)  # a study to show
+    return "/rate/guidelines/"
+
+
 # (page name, who signs in, how to reach it). Extend with further pages (e.g. training).
 AXE_PAGES = [
     ("queue", "clinician", lambda rater: "/rate/"),
+    ("guidelines", "clinician", _guidelines_url),
     ("rating", "clinician", _rating_url),
     ("labelling", "clinician", lambda rater: f"/rate/{_labelling_assignment(rater).token}/"),
     ("manage", "admin", lambda rater: "/manage/"),

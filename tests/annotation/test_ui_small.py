@@ -3,6 +3,7 @@ documentation page, and the per-study rationale rule."""
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from annotation.models import Assignment, RatingChange, Study
 from annotation.services import AssignmentIncomplete, assignment_submit, rating_save
@@ -86,3 +87,18 @@ def test_required_rationale_is_checked_on_submit_per_response(assignment, clinic
     Study.objects.filter(pk=assignment.conversation.study_id).update(rationale_required=False)
     assignment.conversation.study.refresh_from_db()
     assignment_submit(assignment=assignment, user=clinician.user)
+
+
+def test_guidelines_page_shows_each_assigned_study_rubric(alice, assignment):
+    response = alice.get(reverse("annotation:guidelines"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    study = assignment.conversation.study
+    assert study.name in html
+    for attribute in study.rubric.attributes.prefetch_related("levels"):
+        assert escape(attribute.name) in html and escape(attribute.description) in html
+        for level in attribute.levels.all():
+            assert escape(level.anchor) in html
+    assert "optional, one sentence" in html
+    # Blinding: nothing about who wrote a response.
+    assert "Leaky" not in html and "leakyfamily" not in html
