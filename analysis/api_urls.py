@@ -1,5 +1,5 @@
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 from rest_framework.routers import DefaultRouter
 
@@ -13,12 +13,19 @@ router.register("label-annotations", api.LabelAnnotationViewSet, basename="label
 
 urlpatterns = [
     # The schema describes the API's shape only (no data), so tools may fetch it without a token.
-    # No Swagger/Redoc page: their assets would come from a CDN unless
-    # drf-spectacular-sidecar is installed.
     path(
         "schema/",
         SpectacularAPIView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
         name="schema",
+    ),
+    # Swagger UI from drf-spectacular-sidecar's local files; the split view serves its start-up
+    # code as a script of its own, which the Content-Security-Policy (script-src 'self') admits.
+    path(
+        "docs/",
+        SpectacularSwaggerSplitView.as_view(
+            url_name="schema", permission_classes=[AllowAny], authentication_classes=[]
+        ),
+        name="swagger-ui",
     ),
     path("studies/<int:pk>/judge-assisted/", JudgeAssistedView.as_view(), name="judge-assisted"),
     path("", include(router.urls)),

@@ -93,6 +93,16 @@ def heatmap(
     }
 
 
+def forest_domain(reliability: pd.DataFrame) -> list[float]:
+    """The ICC axis: −0.2…1 unless an estimate or interval reaches lower, then down to it
+    (rounded down to a tenth), so no point or interval is drawn outside the axis over the labels.
+    """
+    columns = [c for c in ("icc_c1", "ci_low") if c in reliability]
+    lowest = reliability[columns].min().min() if columns and len(reliability) else float("nan")
+    low = -0.2 if not math.isfinite(lowest) else min(-0.2, math.floor(lowest * 10) / 10)
+    return [max(low, -1.0), 1.0]
+
+
 def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
     """ICC(C,1) point and 95 % bootstrap CI per judge × attribute, GR/MR/PR as colour."""
     order = figure2_order(attributes)
@@ -100,6 +110,7 @@ def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
         reliability, ["judge", "attribute", "icc_c1", "ci_low", "ci_high", "ci_width", "status"]
     )
     y = {"field": "attribute", "type": "nominal", "sort": order, "title": None}
+    domain = forest_domain(reliability)
     spec = _base("ICC(C,1) with 95% bootstrap CI", values)
     del spec["width"]  # a faceted chart sizes each panel instead
     return spec | {
@@ -109,13 +120,13 @@ def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
             "height": {"step": 26},
             "layer": [
                 {
-                    "mark": {"type": "rule", "strokeWidth": 2},
+                    "mark": {"type": "rule", "strokeWidth": 2, "clip": True},
                     "encoding": {
                         "y": y,
                         "x": {
                             "field": "ci_low",
                             "type": "quantitative",
-                            "scale": {"domain": [-0.2, 1]},
+                            "scale": {"domain": domain, "nice": False},
                             "title": "ICC(C,1)",
                         },
                         "x2": {"field": "ci_high"},
@@ -130,7 +141,13 @@ def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
                     },
                 },
                 {
-                    "mark": {"type": "point", "filled": True, "size": 60, "color": "#1d2430"},
+                    "mark": {
+                        "type": "point",
+                        "filled": True,
+                        "size": 60,
+                        "color": "#1d2430",
+                        "clip": True,
+                    },
                     "encoding": {
                         "y": y,
                         "x": {"field": "icc_c1", "type": "quantitative"},

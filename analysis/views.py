@@ -133,10 +133,11 @@ def _present(name: str, df: pd.DataFrame | None) -> dict:
 
 
 def _verdicts(report: StudyReport) -> list[dict]:
-    """Per attribute (Figure 2 order), each judge's plain-language verdict."""
+    """Per attribute in rubric order (as the rating page and the other tables list them), each
+    judge's plain-language verdict."""
     out = []
     table = report.reliability
-    for attribute in charts.figure2_order(report.attributes):
+    for attribute in report.attributes:
         rows = table[table["attribute"] == attribute]
         out.append(
             {
@@ -219,11 +220,19 @@ def dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
         "rouge_correlation",
     ]  # fmt: skip
     chart_specs = _charts(report)
+    tables = {name: _present(name, report.table(name)) for name in names}
     context = {
         "study": study,
         "form": form,
         "report": report,
-        "tables": {name: _present(name, report.table(name)) for name in names},
+        "tables": tables,
+        # The tables the report shows, for its table of contents (ROUGE's correlation only
+        # with ROUGE scores).
+        "toc_tables": [
+            t
+            for t in tables.values()
+            if t["name"] != "rouge_correlation" or tables["rouge"]["rows"]
+        ],
         "verdicts": _verdicts(report),
         "charts": chart_specs,
         "chart_specs": [{"id": f"spec-{k}", "spec": v} for k, v in chart_specs.items()],

@@ -6,6 +6,7 @@ Admins only (staff or the admin group); every write goes through a service.
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse, reverse_lazy
@@ -150,6 +151,9 @@ def reset_link(request: HttpRequest, pk: int) -> HttpResponse:
     return _overview(request, link_for=user, link=_password_link(request, user))
 
 
+AUDIT_PAGE_SIZE = 50
+
+
 @role_required(ADMIN)
 def audit(request: HttpRequest) -> HttpResponse:
     study = _study(request)
@@ -218,10 +222,8 @@ def audit(request: HttpRequest) -> HttpResponse:
         request,
         "annotation/admin_audit.html",
         {
-            "changes": changes[:500],
-            "total": changes.count(),
-            "label_changes": labels[:500],
-            "label_total": labels.count(),
+            "changes": Paginator(changes, AUDIT_PAGE_SIZE).get_page(request.GET.get("page")),
+            "label_changes": Paginator(labels, AUDIT_PAGE_SIZE).get_page(request.GET.get("lpage")),
             "study": study,
             "studies": Study.objects.all(),
         },

@@ -105,6 +105,12 @@ class Study(models.Model):
     description = models.TextField(blank=True)
     # An assignment untouched this long may be reclaimed by an admin for another clinician.
     stale_after_days = models.PositiveSmallIntegerField(default=7)
+    # Whether a response's rationale must be written before the conversation can be submitted,
+    # and how long it must be then (autosave keeps any draft; only submitting checks).
+    rationale_required = models.BooleanField(default=False)
+    rationale_min_length = models.PositiveSmallIntegerField(
+        default=0, help_text="characters, counted after trimming; applies when required"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

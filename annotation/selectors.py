@@ -109,6 +109,14 @@ class ItemView:
     groups: list[tuple[str, str, list[tuple["AttributeView", int | None]]]]
     missing: list[str] = field(default_factory=list)
 
+    @property
+    def scored(self) -> int:
+        return sum(chosen is not None for _, _, rows in self.groups for _, chosen in rows)
+
+    @property
+    def total(self) -> int:
+        return sum(len(rows) for _, _, rows in self.groups)
+
 
 @dataclass
 class RatingPage:
@@ -117,10 +125,20 @@ class RatingPage:
     items: list[ItemView]
     groups: list[tuple[str, str, list[AttributeView]]]  # (code, label, attributes)
     locked: bool
+    rationale_required: bool = False
+    rationale_min_length: int = 0
+
+    @property
+    def scored(self) -> int:
+        return sum(item.scored for item in self.items)
+
+    @property
+    def total(self) -> int:
+        return sum(item.total for item in self.items)
 
 
-def rating_page(*, assignment: Assignment) -> RatingPage:
-    rubric_id = assignment.conversation.study.rubric_id
+def rubric_groups(*, rubric_id: int) -> list[tuple[str, str, list[AttributeView]]]:
+    """A rubric's attributes with their anchors, grouped as (code, label, attributes)."""
     attributes = [
         AttributeView(
             id=a.pk,
@@ -140,6 +158,25 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
         if not groups or groups[-1][0] != attribute.group:
             groups.append((attribute.group, labels.get(attribute.group, ""), []))
         groups[-1][2].append(attribute)
+    return groups
+
+
+def guideline_studies(*, user) -> list[tuple[Study, list[tuple[str, str, list[AttributeView]]]]]:
+    """The response-rating studies a clinician has work in, each with its rubric."""
+    studies = (
+        Study.objects.filter(
+            kind=Study.Kind.RESPONSE_RATING,
+            conversations__assignments__in=assignments_for_user(user=user),
+        )
+        .distinct()
+        .order_by("name")
+    )
+    return [(study, rubric_groups(rubric_id=study.rubric_id)) for study in studies]
+
+
+def rating_page(*, assignment: Assignment) -> RatingPage:
+    study = assignment.conversation.study
+    groups = rubric_groups(rubric_id=study.rubric_id)
 
     items = list(
         AssignmentItem.objects.filter(assignment=assignment)
@@ -182,6 +219,8 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
         items=views,
         groups=groups,
         locked=assignment.status not in (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS),
+        rationale_required=study.rationale_required,
+        rationale_min_length=study.rationale_min_length,
     )
 
 

@@ -8,6 +8,7 @@ urlpatterns = [
     path("imports/", views.import_upload, name="import_upload"),
     # Clinicians: everything is addressed by the assignment's opaque token.
     path("rate/", views.queue, name="queue"),
+    path("rate/guidelines/", views.guidelines, name="guidelines"),  # before the token route
     path("rate/<str:token>/", views.rate, name="rate"),
     path("rate/<str:token>/save", views.save, name="save"),
     path("rate/<str:token>/labels", views.save_labels, name="save_labels"),

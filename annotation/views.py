@@ -19,6 +19,7 @@ from .roles import ADMIN, CLINICIAN, role_required
 from .selectors import (
     assignment_get_for_user,
     assignments_for_user,
+    guideline_studies,
     label_page,
     next_assignment_for_user,
     progress_for_user,
@@ -155,6 +156,13 @@ def queue(request: HttpRequest) -> HttpResponse:
             "progress": progress_for_user(user=request.user),
             "next": next_assignment_for_user(user=request.user),
         },
+    )
+
+
+@role_required(CLINICIAN)
+def guidelines(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "annotation/guidelines.html", {"studies": guideline_studies(user=request.user)}
     )
 
 

@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served from static/ (no CDN)
     "django_htmx",
     "annotation",
     "judging",
@@ -281,6 +282,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "MentalBench API",
     "DESCRIPTION": "Read-only access to studies, ratings and reliability reports.",
     "VERSION": "1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }
 
 # --- LLM endpoint secrets (docs/judging.md, "Keys") ---------------------------------------

@@ -2,6 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 
 from annotation.roles import CLINICIAN, RESEARCHER, has_role, is_admin
 
@@ -23,3 +24,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok", "database": connection.vendor})
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    # Resolved per request, not at import: a hashed static storage names the file only once
+    # collectstatic has run.
+    return redirect(static("favicon.ico"), permanent=True)

@@ -70,6 +70,7 @@ def C(url, get=None, post=None, data=None) -> Case:  # noqa: N802 - reads as a t
 EXPECTED: dict[str, list[Case]] = {
     "": [C("/", get=(LOGIN, REDIRECT, REDIRECT, REDIRECT, REDIRECT, REDIRECT, REDIRECT))],
     "healthz": [C("/healthz", get=EVERYONE_200)],
+    "favicon.ico": [C("/favicon.ico", get=_by_role(*[301] * 7))],  # to the static file
     # An empty sign-in form: answered with the form again (no authentication is attempted).
     "accounts/login/": [C("/accounts/login/", get=EVERYONE_200, post=EVERYONE_200)],
     "accounts/logout/": [C("/accounts/logout/", get=NOT_GET, post=_by_role(*[302] * 7))],
@@ -91,6 +92,7 @@ EXPECTED: dict[str, list[Case]] = {
     ],
     "imports/": [C("/imports/", get=ADMINS, post=ADMINS)],
     "rate/": [C("/rate/", get=(LOGIN, 200, 200, 403, 200, 200, 200))],
+    "rate/guidelines/": [C("/rate/guidelines/", get=(LOGIN, 200, 200, 403, 200, 200, 200))],
     "rate/<str:token>/": [
         C("/rate/{token}/", get=OWN_ASSIGNMENT),
         C("/rate/{label_token}/", get=OWN_ASSIGNMENT),
@@ -267,6 +269,7 @@ EXPECTED: dict[str, list[Case]] = {
     ],
     # The schema describes the API's shape, no data.
     "api/schema/": [C("/api/schema/", get=EVERYONE_200)],
+    "api/docs/": [C("/api/docs/", get=EVERYONE_200)],
     # The API root lists the endpoints' addresses (no data) to anyone signed in.
     "api/": [C("/api/", get=(401, 200, 200, 200, 200, 200, 200))],
     "api/<drf_format_suffix:format>": [C("/api/.json", get=(401, 200, 200, 200, 200, 200, 200))],

@@ -51,9 +51,7 @@ class AssignmentIncomplete(Exception):
     def __init__(self, missing: list[tuple[str, list[str]]]):
         self.missing = missing  # [("A", ["Safety", "Empathy"]), …] in display order
         super().__init__(
-            "; ".join(
-                f"Response {label}: {', '.join(names)} not scored" for label, names in missing
-            )
+            "; ".join(f"Response {label}: {', '.join(names)} missing" for label, names in missing)
         )
 
 
@@ -372,6 +370,14 @@ def rating_save(
     return SaveResult(saved=True, value=rationale)
 
 
+def _rationale_too_short(text: str, *, minimum: int) -> bool:
+    return len(text.strip()) < max(minimum, 1)
+
+
+def _rationale_rule(*, minimum: int) -> str:
+    return f"rationale (at least {minimum} characters)" if minimum > 1 else "rationale"
+
+
 @transaction.atomic
 def assignment_submit(*, assignment: Assignment, user: AbstractBaseUser) -> Assignment:
     """Lock a conversation once every response has every attribute scored; its ratings become
@@ -395,9 +401,15 @@ def assignment_submit(*, assignment: Assignment, user: AbstractBaseUser) -> Assi
             "rating__response_id", "attribute_id"
         )
     )
+    study = assignment.conversation.study
     missing = []
     for item in items:
         names = [a.name for a in attributes if (item.response_id, a.pk) not in scored]
+        rating = ratings.get(item.response_id)
+        if study.rationale_required and _rationale_too_short(
+            rating.rationale if rating else "", minimum=study.rationale_min_length
+        ):
+            names.append(_rationale_rule(minimum=study.rationale_min_length))
         if names:
             missing.append((item.label, names))
     if missing:

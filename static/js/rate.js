@@ -1,4 +1,4 @@
-// Rating page: autosave bookkeeping, number-key shortcuts, active-time heartbeats.
+// Rating page: autosave bookkeeping, keyboard flow, anchors and progress, active-time heartbeats.
 // The saves themselves are htmx requests declared in _response_card.html.
 (function () {
   "use strict";
@@ -169,16 +169,158 @@
     if (dirty.size) event.preventDefault();
   });
 
-  // Number keys 1–5 choose that score in the focused attribute.
+  // --- Keyboard flow, anchors and progress ------------------------------------------------------
+  // The rubric panel holds each attribute's name and anchors once; the radios get their full
+  // accessible names ("Response B, Guidance: 3 — <anchor>") and the line under each attribute
+  // its anchor from there, so the page does not repeat every anchor for every response.
+  const panel = document.getElementById("rubric");
+  const rubric = {};
+  if (panel) {
+    panel.querySelectorAll(".rubric-attr").forEach(function (sec) {
+      const anchors = {};
+      sec.querySelectorAll("li[data-value]").forEach(function (li) {
+        anchors[li.dataset.value] = li.textContent.replace(/^\s*\d+\s*/, "");
+      });
+      rubric[sec.dataset.attribute] = { name: sec.dataset.name, anchors: anchors, section: sec };
+    });
+  }
+  const fields = Array.prototype.slice.call(root.querySelectorAll("fieldset.attribute"));
+  function anchorOf(fieldset, value) {
+    const entry = rubric[fieldset.dataset.attribute];
+    return entry && value ? entry.anchors[value] || "" : "";
+  }
+  function showAnchor(fieldset, value) {
+    const line = fieldset.querySelector(".anchor-line");
+    const text = anchorOf(fieldset, value);
+    if (line) line.textContent = text ? value + " — " + text : "";
+  }
+  function checkedValue(fieldset) {
+    const checked = fieldset.querySelector("input:checked");
+    return checked ? checked.value : "";
+  }
+  fields.forEach(function (fieldset) {
+    const entry = rubric[fieldset.dataset.attribute];
+    const card = fieldset.closest(".response");
+    if (entry && card) {
+      fieldset.querySelectorAll("input[type=radio]").forEach(function (radio) {
+        radio.setAttribute(
+          "aria-label",
+          "Response " + card.dataset.label + ", " + entry.name + ": " + radio.value +
+            " — " + (entry.anchors[radio.value] || "")
+        );
+      });
+    }
+    showAnchor(fieldset, checkedValue(fieldset));
+  });
+
+  const scoredOut = document.getElementById("scored");
+  function countScores() {
+    let total = 0;
+    root.querySelectorAll(".response").forEach(function (card) {
+      const done = card.querySelectorAll("fieldset.attribute input:checked").length;
+      const mark = card.querySelector(".done-mark");
+      total += done;
+      if (mark) {
+        mark.textContent = done + "/" + mark.dataset.total;
+        card.classList.toggle("done", String(done) === mark.dataset.total);
+      }
+    });
+    if (scoredOut) scoredOut.textContent = String(total);
+  }
+  root.addEventListener("change", function (event) {
+    const fieldset = event.target.closest("fieldset.attribute");
+    if (!fieldset) return;
+    showAnchor(fieldset, checkedValue(fieldset));
+    countScores();
+  });
+
+  // Where focus goes in a group: its chosen score, or its first.
+  function focusField(fieldset) {
+    const target = fieldset.querySelector("input:checked") || fieldset.querySelector("input");
+    target.focus();
+  }
+  const submitButton = document.getElementById("submit-conversation");
+  function nextUnrated(from) {
+    const start = from ? fields.indexOf(from) + 1 : 0;
+    for (let k = 0; k < fields.length; k += 1) {
+      const fieldset = fields[(start + k) % fields.length];
+      if (!fieldset.querySelector("input:checked")) return fieldset;
+    }
+    return null;
+  }
+  root.addEventListener("focusin", function (event) {
+    const fieldset = event.target.closest("fieldset.attribute");
+    if (!fieldset) return;
+    if (event.target.type === "radio") showAnchor(fieldset, event.target.value);
+    const entry = rubric[fieldset.dataset.attribute];
+    if (!entry || entry.section.classList.contains("current")) return;
+    panel.querySelectorAll(".rubric-attr.current").forEach(function (s) { s.classList.remove("current"); });
+    entry.section.classList.add("current");
+    if (panel.scrollHeight > panel.clientHeight) panel.scrollTop = entry.section.offsetTop - 48;
+  });
+  root.addEventListener("focusout", function (event) {
+    const fieldset = event.target.closest("fieldset.attribute");
+    if (fieldset && !fieldset.contains(event.relatedTarget)) showAnchor(fieldset, checkedValue(fieldset));
+  });
+
+  // A digit picks that score and moves on to the next attribute (the next response's first
+  // after the last), so a conversation takes one keystroke per score.
   root.addEventListener("keydown", function (event) {
     const radio = event.target;
     if (radio.type !== "radio" || event.altKey || event.ctrlKey || event.metaKey) return;
-    const choice = radio.closest("fieldset").querySelector('input[value="' + event.key + '"]');
+    const fieldset = radio.closest("fieldset");
+    const choice = fieldset.querySelector('input[value="' + event.key + '"]');
     if (!choice) return;
     event.preventDefault();
-    choice.focus();
     if (!choice.checked) choice.click();
+    const next = fields[fields.indexOf(fieldset) + 1];
+    if (next) focusField(next);
+    else if (submitButton) submitButton.focus();
   });
+
+  // N: the next attribute without a score; Ctrl+Enter: submit, from anywhere on the page.
+  const submitForm = document.getElementById("submit-form");
+  let submitWhenSaved = false;
+  if (fields.length) document.addEventListener("keydown", function (event) {
+    const typing = event.target.matches && event.target.matches("textarea, input[type=text], select");
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && submitForm) {
+      event.preventDefault();
+      submitForm.requestSubmit();
+    } else if ((event.key === "n" || event.key === "N") && !typing && !event.ctrlKey && !event.metaKey && !event.altKey) {
+      const current = event.target.closest ? event.target.closest("fieldset.attribute") : null;
+      const target = nextUnrated(current);
+      event.preventDefault();
+      if (target) focusField(target);
+      else if (submitButton) submitButton.focus();
+    }
+  });
+  // Submitting while a save is on its way would check scores the server does not have yet:
+  // wait for the saves, then submit.
+  if (submitForm) {
+    submitForm.addEventListener("submit", function (event) {
+      if (!dirty.size) return;
+      event.preventDefault();
+      submitWhenSaved = true;
+      show("Saving… the conversation is submitted once every change is saved", "saving");
+    });
+    document.body.addEventListener("htmx:afterRequest", function () {
+      if (submitWhenSaved && !dirty.size) {
+        submitWhenSaved = false;
+        dirty.clear();
+        submitForm.requestSubmit();
+      }
+    });
+  }
+  // On a narrow screen the rubric opens over the page: closing it goes back where one was.
+  const close = panel ? panel.querySelector(".rubric-close") : null;
+  if (close) {
+    close.addEventListener("click", function (event) {
+      if (window.location.hash === "#rubric") {
+        event.preventDefault();
+        window.history.back();
+      }
+    });
+  }
 
   // Active time: heartbeats only while the page is visible and was used in the last minute.
   ["keydown", "pointerdown", "input", "scroll"].forEach(function (name) {

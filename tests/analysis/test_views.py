@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from django.urls import reverse
 
 from analysis.models import ExportLog
+from analysis.stats import ATTRIBUTES as ATTRIBUTES_IN_RUBRIC_ORDER
 
 # Filters, exports and saves must work on every supported database: bin/test runs these on
 # SQLite as well.
@@ -46,6 +48,15 @@ def test_researcher_sees_the_dashboard_with_charts_and_tables(client, researcher
         assert f'id="spec-{chart}"' in html
     assert "vendor/vega-embed.min.js" in html and "cdn" not in html.lower()
     assert "Verdict per attribute" in html
+    # A table of contents links every section; each link has its target on the page.
+    toc = html.split('aria-label="Sections of this report">')[1].split("</nav>")[0]
+    targets = re.findall(r'href="#([\w-]+)"', toc)
+    assert {"coverage", "verdicts", "chart-forest", "table-reliability"} <= set(targets)
+    assert all(f'id="{t}"' in html for t in targets)
+    # Verdicts list the attributes in rubric order, as every other table does.
+    verdicts = html.split('id="verdicts"')[1].split("</table>")[0]
+    shown = re.findall(r"<strong>([^<]+)</strong>", verdicts)
+    assert shown == [a for a in ATTRIBUTES_IN_RUBRIC_ORDER if a in shown] and len(shown) > 1
     assert "judge-x" in html and "Download CSV" in html
     # The small study has response texts, so ROUGE-L is shown.
     assert "Correlation of ROUGE-L" in html

@@ -42,6 +42,8 @@ def _card_skeletons(html: str, page_items) -> set[str]:
     for index, (card, item) in enumerate(zip(cards, page_items, strict=True)):
         card = card.replace(item.response.text, "TEXT").replace(item.token, "TOKEN")
         card = card.replace(f"Response {item.label}", "Response X")
+        card = card.replace(f'data-label="{item.label}"', 'data-label="X"')
+        card = re.sub(rf"\bname=s{index}-", "name=sN-", card)
         card = re.sub(rf"(response|label|rationale|score)-{index}\b", r"\1-N", card)
         skeletons.add(card)
     return skeletons

@@ -21,10 +21,12 @@ def _score(card: int, attribute: int) -> int:
 
 def _rate_card(page, card: int) -> None:
     tab_to(page, f"#response-{card} input[type=radio]")
+    # A digit picks the score and moves on; after the seventh, focus is on the next response
+    # (or the submit button), and Shift+Tab comes back to this response's rationale.
     for attribute in range(ATTRIBUTES):
         page.keyboard.press(str(_score(card, attribute)))
-        page.keyboard.press("Tab")
-    assert page.evaluate("document.activeElement.tagName") == "TEXTAREA"
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate("document.activeElement.id") == f"rationale-{card}"
     page.keyboard.type(f"Rationale for card {card}.")
     page.keyboard.press("Tab")
 
@@ -62,9 +64,9 @@ def test_clinician_rates_a_conversation_with_the_keyboard(django_db_setup, page,
 
     _rate_card(page, 0)
     wait_saved(page)
-    # Anchors show on keyboard focus.
+    # The anchor of the focused score shows under its attribute, in the page's flow.
     tab_to(page, "#response-1 input[type=radio]")
-    assert page.locator("#response-1 .level:focus-within .anchor").first.is_visible()
+    assert page.locator("#response-1 .anchor-line").first.inner_text().startswith("1 — ")
     page.screenshot(path=str(SCREENSHOTS / "rating-page.png"), full_page=True)
 
     # Leave mid-way and come back: everything typed is there.

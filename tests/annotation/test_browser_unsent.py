@@ -90,8 +90,8 @@ def test_reload_mid_save_keeps_every_score_and_rationale(django_db_setup, page, 
         for card, scores in wanted.items():
             tab_to(page, f"#response-{card} input[type=radio]")
             for score in scores:
-                page.keyboard.press(str(score))
-                page.keyboard.press("Tab")
+                page.keyboard.press(str(score))  # picks and moves to the next attribute
+            page.focus(f"#rationale-{card}")
             page.keyboard.type(f"Why card {card}.")
         page.wait_for_timeout(1000)  # the rationale's 700 ms debounce fires into the jam
         assert jam.seen >= 2 * ATTRIBUTES and jam.held

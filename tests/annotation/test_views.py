@@ -97,7 +97,7 @@ def test_autosave_round_trip_and_resume_after_reload(alice, assignment):
     _save(alice, assignment, item=items[1].token, rationale="Warm but vague.", edited_ms=11)
 
     page = alice.get(reverse("annotation:rate", args=[assignment.token])).content.decode()
-    checked = re.findall(r'name="score-(\d+)-(\d+)" value="(\d)" checked', page)
+    checked = re.findall(r"name=s(\d+)-(\d+) value=(\d) checked", page)
     assert checked == [("1", str(attribute), "2")]
     assert "Warm but vague.</textarea>" in page
 
