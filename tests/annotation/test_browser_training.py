@@ -60,7 +60,7 @@ def test_clinician_rates_a_practice_conversation_and_sees_the_reference(
             score = _reference(a.position)
             if a.position == 0:
                 score = score + 1 if score < 5 else score - 1
-            page.locator(f"input[name='score-{card}-{a.pk}'][value='{score}']").focus()
+            page.locator(f"input[name='s{card}-{a.pk}'][value='{score}']").focus()
             page.keyboard.press(str(score))
     wait_saved(page)
     page.click("#submit-conversation")
