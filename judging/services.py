@@ -247,6 +247,7 @@ def judge_run_create(
     parallel_tasks: int = 2,
     max_output_attempts: int = 3,
     created_by: Any = None,
+    mode: str = Run.Mode.IMMEDIATE,
 ) -> Run:
     """Create a judge run with one item per (response, repeat) and start it on commit."""
     if endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE:
@@ -272,6 +273,7 @@ def judge_run_create(
         parallel_tasks=parallel_tasks,
         max_output_attempts=max_output_attempts,
         created_by=created_by,
+        mode=mode,
     )
     targets = judge_targets(
         study_id=study_id,
@@ -303,6 +305,7 @@ def generation_run_create(
     rate_limit: float | None = None,
     parallel_tasks: int = 2,
     created_by: Any = None,
+    mode: str = Run.Mode.IMMEDIATE,
 ) -> Run:
     """Create a generation run: one item per conversation that has no response from this model."""
     _check_numbers(repeats=1, concurrency=concurrency, parallel_tasks=parallel_tasks)
@@ -319,6 +322,7 @@ def generation_run_create(
         rate_limit=rate_limit,
         parallel_tasks=parallel_tasks,
         created_by=created_by,
+        mode=mode,
     )
     answered = Response.objects.filter(responder=responder).values("conversation_id")
     missing = (
@@ -391,6 +395,7 @@ def labelling_run_create(
     parallel_tasks: int = 2,
     max_output_attempts: int = 3,
     created_by: Any = None,
+    mode: str = Run.Mode.IMMEDIATE,
 ) -> Run:
     """A distortion-labelling run: one item per (conversation, repeat), prompted with the
     Appendix D prompt of the study's scheme, stored as LabelAnnotations of the endpoint's rater.
@@ -427,6 +432,7 @@ def labelling_run_create(
         max_output_attempts=max_output_attempts,
         params={"scheme": study.label_scheme},
         created_by=created_by,
+        mode=mode,
     )
     ids = list(
         Conversation.objects.filter(study_id=study_id).order_by("id").values_list("id", flat=True)
@@ -470,6 +476,11 @@ def _start(run: Run) -> None:
     run.started_at = run.started_at or now
     run.heartbeat_at = now  # loops are on their way: the sweeper leaves the run alone a lease
     run.save(update_fields=["status", "error", "started_at", "finished_at", "heartbeat_at"])
+    if run.is_batch:
+        from . import batch  # batch mode: no loops; its requests go to the provider's batches
+
+        batch.run_start(run)
+        return
     _enqueue(run.id, run.parallel_tasks)
 
 
@@ -493,6 +504,11 @@ def run_cancel(*, run_id: int) -> Run:
     if run.status in (Run.Status.PENDING, Run.Status.RUNNING):
         run.status = Run.Status.CANCELLING
         run.save(update_fields=["status"])
+    if run.is_batch:
+        from . import tasks  # the provider cancels its batches; their answers are still stored
+
+        transaction.on_commit(lambda: tasks.batch_cancel.delay(run_id))
+        return run
     transaction.on_commit(lambda: run_finalize(run_id=run_id))
     return run
 
@@ -587,6 +603,8 @@ def run_sweep(*, run_id: int) -> str:
     run = Run.objects.select_for_update(skip_locked=True).filter(id=run_id).first()
     if run is None or not run.is_active:
         return ""  # another sweeper (or a loop finalizing) holds it right now
+    if run.is_batch:
+        return ""  # no worker loops: batch.batches_poll moves batch-mode runs on
     before = run.status
     run = run_finalize(run_id=run_id)
     if run.status != before:
@@ -1077,6 +1095,8 @@ def run_work(*, run_id: int) -> None:
     Called by the Celery task; several calls share the run through claims.
     """
     run = Run.objects.select_related("endpoint").get(id=run_id)
+    if run.is_batch:
+        return  # a stale message: batch-mode runs are worked by judging.batch
     if run.status != Run.Status.RUNNING:
         run_finalize(run_id=run_id)
         return
