@@ -490,7 +490,7 @@ def results_store(
         by_item[parsed[0]] = (parsed[1], result)
     items = {
         item.id: item
-        for item in RunItem.objects.select_for_update()
+        for item in RunItem.objects.select_for_update(of=("self",))
         .filter(id__in=list(by_item), claim_token=token, status=RunItem.Status.RUNNING)
         .select_related("response__conversation", "conversation")
     }
