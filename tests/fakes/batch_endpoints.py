@@ -27,6 +27,7 @@ scenario markers, same scores, same usage), when the batch is processed. How bat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import math
@@ -243,7 +244,8 @@ class BatchEndpoints:
         response = web.StreamResponse(headers={"content-type": "application/octet-stream"})
         await response.prepare(request)
         await self._write_held(request, response, data.splitlines(keepends=True))
-        await response.write_eof()
+        with contextlib.suppress(ConnectionResetError):
+            await response.write_eof()
         return response
 
     async def _write_held(
@@ -260,7 +262,10 @@ class BatchEndpoints:
                 finally:
                     with self._lock:  # type: ignore[attr-defined]
                         self._held.pop(id(request), None)  # type: ignore[attr-defined]
-            await response.write(line)
+            try:
+                await response.write(line)
+            except ConnectionResetError:
+                return  # the poller was killed mid-download: nobody is reading any more
 
     async def _openai_batch_create(self, request: web.Request) -> web.Response:
         self.batch_calls["batches.create"] += 1
@@ -371,7 +376,8 @@ class BatchEndpoints:
         await response.prepare(request)
         lines = [(json.dumps(line) + "\n").encode() for _, line in batch.results]
         await self._write_held(request, response, lines)
-        await response.write_eof()
+        with contextlib.suppress(ConnectionResetError):
+            await response.write_eof()
         return response
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
