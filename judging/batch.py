@@ -736,3 +736,81 @@ def cost_estimate(
         immediate_usd=immediate,
         batch_usd=batch,
     )
+
+
+def launch_estimate(
+    *,
+    kind: str,
+    study_id: int,
+    endpoint: ModelEndpoint,
+    subset: str,
+    sample_size: int | None,
+    sample_seed: int,
+    repeats: int,
+    max_tokens: int | None,
+) -> CostEstimate:
+    """The cost estimate the launch form shows for a judge or labelling run, before launching.
+
+    Builds every prompt the run would send (streamed; only their lengths are kept).
+    """
+    from annotation.models import Conversation, Response
+
+    from .prompts import judge_messages
+
+    if kind == Run.Kind.JUDGE:
+        rubric = services.study_rubric(study_id=study_id)
+        rater = _estimate_rater(endpoint)
+        ids = services.judge_targets(
+            study_id=study_id,
+            rater=rater,
+            subset=subset,
+            sample_size=sample_size,
+            sample_seed=sample_seed,
+        )
+        responses = Response.objects.filter(id__in=ids).select_related("conversation")
+        prompts: Iterable[tuple[str, str]] = (
+            judge_messages(r.conversation.context, r.text, rubric)
+            for r in responses.iterator(chunk_size=2000)
+        )
+        limit = max_tokens or services.JUDGE_MAX_TOKENS
+    else:
+        labels = services.study_distortion_labels(study_id=study_id)
+        from annotation.models import Study
+
+        scheme = Study.objects.get(id=study_id).label_scheme
+        conversations = Conversation.objects.filter(study_id=study_id).order_by("id")
+        if subset == Run.Subset.SAMPLE and sample_size:
+            import random
+
+            ids = list(conversations.values_list("id", flat=True))
+            if sample_size < len(ids):
+                ids = sorted(random.Random(sample_seed).sample(ids, sample_size))
+            conversations = conversations.filter(id__in=ids)
+        prompts = (
+            services.labelling_messages(c.context, labels=labels, scheme=scheme)
+            for c in conversations.iterator(chunk_size=2000)
+        )
+        limit = max_tokens or services.LABELLING_MAX_TOKENS
+    return cost_estimate(endpoint=endpoint, prompts=prompts, repeats=repeats, max_tokens=limit)
+
+
+def run_record_estimate(*, run_id: int, estimate: dict[str, Any]) -> None:
+    """Keep the estimate the admin confirmed on the run, beside what it actually cost."""
+    Run.objects.filter(id=run_id).update(cost_estimate=estimate)
+
+
+def _estimate_rater(endpoint: ModelEndpoint) -> Any:
+    """The endpoint's judge rater, or the one its launch would create (unsaved: an estimate
+    writes nothing)."""
+    from annotation.models import Rater, Responder
+    from annotation.responders import paper_judge_defaults
+
+    rater = Rater.objects.filter(name=endpoint.name).first()
+    if rater is not None:
+        return rater
+    excluded = paper_judge_defaults(endpoint.name).get("excluded")
+    if excluded is None:
+        excluded = sorted(
+            Responder.objects.filter(family=endpoint.family).values_list("key", flat=True)
+        )
+    return Rater(kind=Rater.Kind.JUDGE, name=endpoint.name, excluded_responders=excluded)

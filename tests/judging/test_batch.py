@@ -384,3 +384,40 @@ def test_cost_estimate_counts_tokens_with_anthropic_and_chars_elsewhere(
     estimate = batch.cost_estimate(endpoint=openai, prompts=prompts, repeats=1, max_tokens=100)
     assert estimate.method == "chars/4"
     assert estimate.input_tokens == -(-3 * (len(prompts[0][0]) + len(prompts[0][1])) // 4)
+
+
+def test_the_launch_form_shows_the_estimate_and_launches_only_once_confirmed(
+    client, study, endpoint_factory, fake_llm, django_capture_on_commit_callbacks
+):
+    from django.contrib.auth import get_user_model
+    from django.urls import reverse
+
+    from annotation.models import Rater
+
+    user = get_user_model().objects.create_user("boss", password="pw-123456", is_staff=True)
+    client.force_login(user)
+    endpoint = batch_endpoint(endpoint_factory, "anthropic")
+    data = {
+        "study": study.pk,
+        "endpoint": endpoint.pk,
+        "mode": "batch",
+        "subset": "all",
+        "sample_seed": 0,
+        "repeats": 1,
+        "max_tokens": 1024,
+        "max_output_attempts": 3,
+        "concurrency": 8,
+        "parallel_tasks": 1,
+    }
+    page = client.post(reverse("judging:judge_new"), data)
+    html = page.content.decode()
+    assert page.status_code == 200 and "Cost estimate" in html
+    assert "token-counting endpoint" in html and "Batch" in html
+    assert not Run.objects.exists() and not Rater.objects.filter(name=endpoint.name).exists()
+    with django_capture_on_commit_callbacks(execute=False):
+        answer = client.post(reverse("judging:judge_new"), {**data, "confirm_cost": "on"})
+    run = Run.objects.get()
+    assert answer.status_code == 302 and run.mode == Run.Mode.BATCH
+    assert run.cost_estimate["requests"] == 6 and run.cost_estimate["method"] == "count_tokens"
+    assert run.cost_estimate["batch_usd"] < run.cost_estimate["immediate_usd"]
+    assert "Batch (provider batch interface" in client.get(answer.url).content.decode()
