@@ -490,9 +490,9 @@ def results_store(
         by_item[parsed[0]] = (parsed[1], result)
     items = {
         item.id: item
-        for item in RunItem.objects.select_for_update(of=("self",))
-        .filter(id__in=list(by_item), claim_token=token, status=RunItem.Status.RUNNING)
-        .select_related("response__conversation", "conversation")
+        for item in RunItem.objects.select_for_update().filter(
+            id__in=list(by_item), claim_token=token, status=RunItem.Status.RUNNING
+        )
     }
     cancelling = Run.objects.filter(id=plan.run_id, status=Run.Status.CANCELLING).exists()
     finished: list[services.Result] = []

@@ -170,6 +170,7 @@ class FakeLLMServer(BatchEndpoints):
 
     def __init__(self, *, delay: float = 0.0, host: str = "127.0.0.1", port: int = 0) -> None:
         self.delay = delay
+        self.record = True  # keep every request (benchmarks turn it off: 100,000 bodies)
         self.host = host
         self.port = port
         self.counts: Counter[str] = Counter()
@@ -254,7 +255,8 @@ class FakeLLMServer(BatchEndpoints):
     # ----------------------------------------------------------------- app
 
     def make_app(self) -> web.Application:
-        app = web.Application()
+        # Batch request files and Anthropic batch bodies run to hundreds of megabytes.
+        app = web.Application(client_max_size=1024**3)
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_get("/_fake/stats", self._stats)
@@ -535,17 +537,18 @@ class FakeLLMServer(BatchEndpoints):
             self.counts[name] += 1
             self._marker_calls[marker] += 1
             call = self._marker_calls[marker]
-            self.requests.append(
-                RecordedRequest(
-                    protocol=protocol,
-                    scenario=name,
-                    marker=marker,
-                    body=body,
-                    headers=headers,
-                    received_at=time.monotonic(),
-                    key_sha256=hashlib.sha256(api_key.encode()).hexdigest(),
+            if self.record:
+                self.requests.append(
+                    RecordedRequest(
+                        protocol=protocol,
+                        scenario=name,
+                        marker=marker,
+                        body=body,
+                        headers=headers,
+                        received_at=time.monotonic(),
+                        key_sha256=hashlib.sha256(api_key.encode()).hexdigest(),
+                    )
                 )
-            )
         prompt = MARKER.sub("", joined)
         reply = self._reply(
             name,
@@ -798,8 +801,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds added to each request")
+    parser.add_argument("--no-record", action="store_true", help="do not keep request bodies")
     args = parser.parse_args(argv)
     server = FakeLLMServer(delay=args.delay, host=args.host, port=args.port)
+    server.record = not args.no_record
     print(
         f"fake LLM server on http://{args.host}:{args.port} "
         f"(OpenAI base_url http://{args.host}:{args.port}/v1), delay {args.delay}s",
