@@ -421,3 +421,57 @@ def test_the_launch_form_shows_the_estimate_and_launches_only_once_confirmed(
     assert run.cost_estimate["requests"] == 6 and run.cost_estimate["method"] == "count_tokens"
     assert run.cost_estimate["batch_usd"] < run.cost_estimate["immediate_usd"]
     assert "Batch (provider batch interface" in client.get(answer.url).content.decode()
+
+
+# ------------------------------------------------------------------------------ Celery and beat
+
+
+def test_beat_schedules_the_batch_poll():
+    from django.conf import settings
+
+    from mentalbench.celery import app
+
+    app.loader.import_default_modules()
+    (entry,) = [e for e in app.conf.beat_schedule.values() if e["task"].endswith("batches_poll")]
+    assert entry["task"] == "judging.tasks.batches_poll"
+    assert entry["schedule"].total_seconds() == settings.JUDGING_BATCH_POLL_SECONDS
+
+
+@pytest.fixture
+def _fast_batch_polls(monkeypatch):
+    # Read by the worker and beat processes, which inherit the environment.
+    monkeypatch.setenv("JUDGING_BATCH_POLL_SECONDS", "1")
+    monkeypatch.setenv("JUDGING_BATCH_POLL_MAX_SECONDS", "1")
+
+
+@pytest.mark.slow
+def test_a_batch_run_on_real_workers_and_beat_survives_their_restart(
+    _fast_batch_polls, celery_worker_factory, endpoint_factory, fake_llm
+):
+    study, _ = study_with_texts({f"t{i}": f"text {i}" for i in range(10)})
+    fake_llm.batch_polls = 1_000_000  # the provider holds every answer until told otherwise
+    worker = celery_worker_factory("worker.log")
+    beat = celery_worker_factory("beat.log", beat=True)
+    # Launched like the admin page does: batch_submit goes to Redis when the launch commits.
+    run = services.judge_run_create(
+        study_id=study.id, endpoint=batch_endpoint(endpoint_factory, "openai"), mode="batch"
+    )
+    wait_for(
+        lambda: ProviderBatch.objects.filter(run=run, status="in_progress").exists(),
+        timeout=60,
+        what="the worker to submit the batch",
+    )
+    wait_for(
+        lambda: ProviderBatch.objects.filter(run=run, poll_attempts__gte=2).exists(),
+        timeout=60,
+        what="beat to poll it",
+    )
+    worker.kill()
+    beat.kill()
+    fake_llm.batch_polls = 1  # the batch ends at its next poll
+    celery_worker_factory("worker-2.log")
+    celery_worker_factory("beat-2.log", beat=True)
+    wait_for(lambda: (run.refresh_from_db() or run.status) == "done", timeout=90, what="done")
+    assert Rating.objects.filter(run=run, status="complete").count() == 10
+    assert Score.objects.filter(rating__run=run).count() == 10 * len(ATTRIBUTES)
+    assert ProviderBatch.objects.filter(run=run).count() == 1
