@@ -233,10 +233,14 @@ def main() -> None:
             )  # fmt: skip
             line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
             if line is None:
-                raise SystemExit(f"{phase} phase failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+                raise SystemExit(
+                    f"{phase} phase failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+                )
             results[phase] = json.loads(line.removeprefix("RESULT "))
         results["load_after"] = os.getloadavg()
-        stored_per_s = results["batch"]["complete_ratings"] / results["batch"]["results_to_stored_s"]
+        stored_per_s = (
+            results["batch"]["complete_ratings"] / results["batch"]["results_to_stored_s"]
+        )
         results["batch_stored_ratings_per_s"] = round(stored_per_s, 1)
         results["batch_vs_immediate_store_rate"] = round(
             stored_per_s / results["immediate"]["ratings_per_s"], 1

@@ -60,9 +60,7 @@ class BatchModeError(services.RunError):
 
 def endpoint_check(*, endpoint: ModelEndpoint) -> None:
     """Raise BatchModeError when `endpoint` has no batch interface."""
-    if not batch_providers.supports_batch(
-        provider=endpoint.provider, flag=endpoint.supports_batch
-    ):
+    if not batch_providers.supports_batch(provider=endpoint.provider, flag=endpoint.supports_batch):
         raise BatchModeError(
             f"{endpoint.name}: batch mode needs an OpenAI or Anthropic endpoint, or an "
             "OpenAI-compatible server marked 'supports batch'"
@@ -332,9 +330,10 @@ def batches_poll(*, force: bool = False) -> dict[str, int]:
     for run_id in Run.objects.filter(
         mode=Run.Mode.BATCH, status__in=[Run.Status.RUNNING, Run.Status.CANCELLING]
     ).values_list("id", flat=True):
-        if _run_has_pending(run_id) and not _open_batches(run_id).filter(
-            status=ProviderBatch.Status.BUILDING
-        ).exists():
+        if (
+            _run_has_pending(run_id)
+            and not _open_batches(run_id).filter(status=ProviderBatch.Status.BUILDING).exists()
+        ):
             counts["submitted"] += len(run_submit(run_id=run_id))
         run_settle(run_id=run_id)
     return counts
@@ -386,9 +385,7 @@ def batch_poll(*, batch_id: int, force: bool = False) -> int:
     try:
         if run.status == Run.Status.CANCELLING and batch.status == ProviderBatch.Status.IN_PROGRESS:
             batch_providers.cancel(sdk, plan.config, batch_id=batch.provider_batch_id)
-            ProviderBatch.objects.filter(id=batch.id).update(
-                status=ProviderBatch.Status.CANCELLING
-            )
+            ProviderBatch.objects.filter(id=batch.id).update(status=ProviderBatch.Status.CANCELLING)
         state = batch_providers.retrieve(sdk, plan.config, batch_id=batch.provider_batch_id)
         ProviderBatch.objects.filter(id=batch.id).update(provider_status=state.provider_status)
         if state.state == "in_progress":
@@ -553,7 +550,10 @@ def results_store(
 
 
 def _parse_into(
-    plan: services._Plan, completion: providers.Completion, outcome: services.Outcome, names: list[str]
+    plan: services._Plan,
+    completion: providers.Completion,
+    outcome: services.Outcome,
+    names: list[str],
 ) -> str:
     """Parse like immediate mode; returns why the answer is unusable ("" when usable)."""
     if plan.kind == Run.Kind.JUDGE:
@@ -723,7 +723,8 @@ def cost_estimate(
     input_tokens = tokens * repeats
     output_tokens = count * repeats * max_tokens
     immediate = (
-        input_tokens * endpoint.price_input_per_mtok + output_tokens * endpoint.price_output_per_mtok
+        input_tokens * endpoint.price_input_per_mtok
+        + output_tokens * endpoint.price_output_per_mtok
     ) / 1_000_000
     batch_in = endpoint.price_batch_input_per_mtok or endpoint.price_input_per_mtok
     batch_out = endpoint.price_batch_output_per_mtok or endpoint.price_output_per_mtok

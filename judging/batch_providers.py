@@ -184,7 +184,9 @@ def retrieve(
     return BatchState(state="in_progress", provider_status=job.status)
 
 
-def cancel(sdk: openai.OpenAI | anthropic.Anthropic, config: EndpointConfig, *, batch_id: str) -> None:
+def cancel(
+    sdk: openai.OpenAI | anthropic.Anthropic, config: EndpointConfig, *, batch_id: str
+) -> None:
     try:
         if isinstance(sdk, anthropic.Anthropic):
             sdk.messages.batches.cancel(batch_id)
@@ -244,7 +246,9 @@ def _openai_result(config: EndpointConfig, line: dict[str, Any]) -> BatchResult:
     response = line.get("response") or {}
     if error:
         code = error.get("code") or ""
-        kind = "expired" if code == "batch_expired" else "canceled" if "cancel" in code else "errored"
+        kind = (
+            "expired" if code == "batch_expired" else "canceled" if "cancel" in code else "errored"
+        )
         return BatchResult(custom_id=custom_id, kind=kind, error=f"{code}: {error.get('message')}")
     body = response.get("body") or {}
     status = response.get("status_code")

@@ -43,7 +43,6 @@ class _ExecutionFields(forms.Form):
         min_value=1, max_value=64, initial=2, help_text="worker tasks (one per worker process)"
     )
 
-
     def clean_mode(self) -> str:
         return self.cleaned_data.get("mode") or Run.Mode.IMMEDIATE
 

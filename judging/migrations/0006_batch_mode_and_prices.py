@@ -5,64 +5,107 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('judging', '0005_endpoint_structured_output'),
+        ("judging", "0005_endpoint_structured_output"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='modelendpoint',
-            name='price_batch_input_per_mtok',
-            field=models.FloatField(default=0.0, help_text='USD per 1M input tokens in batch mode'),
+            model_name="modelendpoint",
+            name="price_batch_input_per_mtok",
+            field=models.FloatField(default=0.0, help_text="USD per 1M input tokens in batch mode"),
         ),
         migrations.AddField(
-            model_name='modelendpoint',
-            name='price_batch_output_per_mtok',
-            field=models.FloatField(default=0.0, help_text='USD per 1M output tokens in batch mode'),
+            model_name="modelendpoint",
+            name="price_batch_output_per_mtok",
+            field=models.FloatField(
+                default=0.0, help_text="USD per 1M output tokens in batch mode"
+            ),
         ),
         migrations.AddField(
-            model_name='modelendpoint',
-            name='supports_batch',
-            field=models.BooleanField(default=False, help_text='OpenAI-compatible servers only: the server implements /v1/files and /v1/batches (OpenAI and Anthropic endpoints always do)'),
+            model_name="modelendpoint",
+            name="supports_batch",
+            field=models.BooleanField(
+                default=False,
+                help_text="OpenAI-compatible servers only: the server implements /v1/files and "
+                "/v1/batches (OpenAI and Anthropic endpoints always do)",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='cost_estimate',
+            model_name="run",
+            name="cost_estimate",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='run',
-            name='mode',
-            field=models.CharField(choices=[('immediate', 'Immediate (one request per item)'), ('batch', 'Batch (provider batch interface, about half price, up to 24 h)')], default='immediate', max_length=16),
+            model_name="run",
+            name="mode",
+            field=models.CharField(
+                choices=[
+                    ("immediate", "Immediate (one request per item)"),
+                    ("batch", "Batch (provider batch interface, about half price, up to 24 h)"),
+                ],
+                default="immediate",
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='ProviderBatch',
+            name="ProviderBatch",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('token', models.CharField(max_length=32, unique=True)),
-                ('status', models.CharField(choices=[('building', 'Building and uploading'), ('in_progress', 'At the provider'), ('cancelling', 'Cancelling at the provider'), ('ended', 'Ended; results being stored'), ('stored', 'Results stored'), ('failed', 'Failed'), ('abandoned', 'Abandoned before upload')], default='building', max_length=16)),
-                ('provider_batch_id', models.CharField(blank=True, max_length=200)),
-                ('input_file_id', models.CharField(blank=True, max_length=200)),
-                ('provider_status', models.CharField(blank=True, max_length=32)),
-                ('request_count', models.PositiveIntegerField(default=0)),
-                ('bytes', models.PositiveBigIntegerField(default=0)),
-                ('first_item_id', models.BigIntegerField(blank=True, null=True)),
-                ('last_item_id', models.BigIntegerField(blank=True, null=True)),
-                ('results_stored', models.PositiveIntegerField(default=0)),
-                ('results_reasked', models.PositiveIntegerField(default=0)),
-                ('results_failed', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('poll_attempts', models.PositiveIntegerField(default=0)),
-                ('polled_at', models.DateTimeField(blank=True, null=True)),
-                ('next_poll_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='batches', to='judging.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("token", models.CharField(max_length=32, unique=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("building", "Building and uploading"),
+                            ("in_progress", "At the provider"),
+                            ("cancelling", "Cancelling at the provider"),
+                            ("ended", "Ended; results being stored"),
+                            ("stored", "Results stored"),
+                            ("failed", "Failed"),
+                            ("abandoned", "Abandoned before upload"),
+                        ],
+                        default="building",
+                        max_length=16,
+                    ),
+                ),
+                ("provider_batch_id", models.CharField(blank=True, max_length=200)),
+                ("input_file_id", models.CharField(blank=True, max_length=200)),
+                ("provider_status", models.CharField(blank=True, max_length=32)),
+                ("request_count", models.PositiveIntegerField(default=0)),
+                ("bytes", models.PositiveBigIntegerField(default=0)),
+                ("first_item_id", models.BigIntegerField(blank=True, null=True)),
+                ("last_item_id", models.BigIntegerField(blank=True, null=True)),
+                ("results_stored", models.PositiveIntegerField(default=0)),
+                ("results_reasked", models.PositiveIntegerField(default=0)),
+                ("results_failed", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("poll_attempts", models.PositiveIntegerField(default=0)),
+                ("polled_at", models.DateTimeField(blank=True, null=True)),
+                ("next_poll_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="batches",
+                        to="judging.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'id'],
-                'indexes': [models.Index(fields=['status', 'next_poll_at'], name='judging_pro_status_ab1e50_idx')],
+                "ordering": ["run", "id"],
+                "indexes": [
+                    models.Index(
+                        fields=["status", "next_poll_at"], name="judging_pro_status_ab1e50_idx"
+                    )
+                ],
             },
         ),
     ]

@@ -143,15 +143,26 @@ class BatchEndpoints:
         if name == "batch_expired" and call <= _n(params, default=1):
             batch.counts["expired"] += 1
             if openai_style:
-                error = {"code": "batch_expired", "message": "This request could not be executed "
-                         "before the completion window expired."}
+                error = {
+                    "code": "batch_expired",
+                    "message": "This request could not be executed "
+                    "before the completion window expired.",
+                }
                 batch.results.append(
-                    ("error", {"id": self._next_id("batch_req_"), "custom_id": custom_id,
-                               "response": None, "error": error})
+                    (
+                        "error",
+                        {
+                            "id": self._next_id("batch_req_"),
+                            "custom_id": custom_id,
+                            "response": None,
+                            "error": error,
+                        },
+                    )
                 )
             else:
-                batch.results.append(("output", {"custom_id": custom_id,
-                                                 "result": {"type": "expired"}}))
+                batch.results.append(
+                    ("output", {"custom_id": custom_id, "result": {"type": "expired"}})
+                )
             return
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         reply = self._shaped(reply, body=body, max_tokens=max_tokens)  # type: ignore[attr-defined]
@@ -168,8 +179,9 @@ class BatchEndpoints:
                 "error": None,
             }
             if status == 200:
-                self._count_batch_sent(payload["usage"]["prompt_tokens"],
-                                       payload["usage"]["completion_tokens"])
+                self._count_batch_sent(
+                    payload["usage"]["prompt_tokens"], payload["usage"]["completion_tokens"]
+                )
                 batch.counts["completed"] += 1
                 batch.results.append(("output", line))
             else:
@@ -205,8 +217,8 @@ class BatchEndpoints:
         if batch.protocol == "anthropic":
             batch.status = "ended"
             return
-        batch.status = "cancelled" if cancelled else (
-            "expired" if batch.counts["expired"] else "completed"
+        batch.status = (
+            "cancelled" if cancelled else ("expired" if batch.counts["expired"] else "completed")
         )
         for kind in ("output", "error"):
             lines = [json.dumps(line) for name, line in batch.results if name == kind]
@@ -310,8 +322,14 @@ class BatchEndpoints:
         if batch.status == "failed":
             errors = {
                 "object": "list",
-                "data": [{"code": "invalid_request", "message": "fake: this batch failed "
-                          "validation", "param": None, "line": 1}],
+                "data": [
+                    {
+                        "code": "invalid_request",
+                        "message": "fake: this batch failed validation",
+                        "param": None,
+                        "line": 1,
+                    }
+                ],
             }
         if batch.status == "cancelling":
             status = "cancelling"

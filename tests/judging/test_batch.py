@@ -205,7 +205,9 @@ def test_a_batch_that_fails_is_sent_again(study, endpoint_factory, fake_llm):
     fake_llm.batch_fail_next = 1
     run = poll_until_settled(launch(study, batch_endpoint(endpoint_factory, "openai")))
     assert run.status == Run.Status.DONE
-    statuses = list(ProviderBatch.objects.filter(run=run).order_by("id").values_list("status", flat=True))
+    statuses = list(
+        ProviderBatch.objects.filter(run=run).order_by("id").values_list("status", flat=True)
+    )
     assert statuses == ["failed", "stored"]
     assert "failed validation" in ProviderBatch.objects.filter(run=run).first().error
     assert len(complete_ratings(run)) == 6
@@ -238,7 +240,10 @@ def test_two_racing_pollers_store_each_result_once(study, endpoint_factory, fake
     assert state.state == "ended"
     results = list(
         batch_providers.results(
-            sdk, plan.config, batch_id=record.provider_batch_id, state=state,
+            sdk,
+            plan.config,
+            batch_id=record.provider_batch_id,
+            state=state,
             spec=batch.request_spec(plan),
         )
     )
@@ -248,7 +253,9 @@ def test_two_racing_pollers_store_each_result_once(study, endpoint_factory, fake
     def poller() -> None:
         try:
             start.wait()
-            stored.append(batch.results_store(plan=plan, token=record.token, results=results).stored)
+            stored.append(
+                batch.results_store(plan=plan, token=record.token, results=results).stored
+            )
         finally:
             connection.close()
 
@@ -333,7 +340,12 @@ def test_cancel_mid_batch_keeps_what_came_back_and_resume_finishes_once(
     batch.batches_poll(force=True)  # half of the requests answered at the provider
     services.run_cancel(run_id=run.id)
     assert batch.run_cancel_batches(run_id=run.id) == 1
-    assert fake_llm.batch_calls["batches.cancel" if provider == "openai" else "messages.batches.cancel"] == 1
+    assert (
+        fake_llm.batch_calls[
+            "batches.cancel" if provider == "openai" else "messages.batches.cancel"
+        ]
+        == 1
+    )
     run = poll_until_settled(run)
     assert run.status == Run.Status.CANCELLED
     assert RunItem.objects.filter(run=run, status="done").count() == 4
@@ -375,9 +387,7 @@ def test_cost_estimate_counts_tokens_with_anthropic_and_chars_elsewhere(
     per_prompt = (len(prompts[0][0]) + 3) // 4 + (len(prompts[0][1]) + 3) // 4
     assert estimate.input_tokens == pytest.approx(per_prompt * 3 * 2, abs=2)
     assert estimate.requests == 6 and estimate.output_tokens == 600
-    assert estimate.immediate_usd == pytest.approx(
-        (estimate.input_tokens * 2.5 + 600 * 10.0) / 1e6
-    )
+    assert estimate.immediate_usd == pytest.approx((estimate.input_tokens * 2.5 + 600 * 10.0) / 1e6)
     assert estimate.batch_usd == pytest.approx((estimate.input_tokens * 1.25 + 600 * 5.0) / 1e6)
 
     openai = batch_endpoint(endpoint_factory, "openai")
