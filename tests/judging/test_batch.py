@@ -485,3 +485,40 @@ def test_a_batch_run_on_real_workers_and_beat_survives_their_restart(
     assert Rating.objects.filter(run=run, status="complete").count() == 10
     assert Score.objects.filter(rating__run=run).count() == 10 * len(ATTRIBUTES)
     assert ProviderBatch.objects.filter(run=run).count() == 1
+
+
+# ------------------------------------------------------------------------------ other run kinds
+
+
+def test_generation_and_labelling_runs_in_batch_mode(endpoint_factory, fake_llm):
+    from annotation.models import LabelAnnotation, Response
+
+    from .conftest import make_study
+    from .test_labelling_runs import distortion_study, script
+
+    study = make_study(f"gen {uuid.uuid4().hex[:6]}", conversations=3, responders=("gpt4o",))
+    endpoint = endpoint_factory(
+        "openai_compatible", name=f"vllm-{uuid.uuid4().hex[:4]}", supports_batch=True
+    )
+    run = services.generation_run_create(study_id=study.id, endpoint=endpoint, mode="batch")
+    batch.run_submit(run_id=run.id)
+    run = poll_until_settled(run)
+    assert run.status == Run.Status.DONE
+    generated = Response.objects.filter(responder=run.responder)
+    assert generated.count() == 3
+    assert all(r.text and r.metadata["run_id"] == run.id for r in generated)
+    assert all(r.metadata["input_tokens"] > 0 for r in generated)
+
+    labelling = distortion_study(["I am a failure. " + script("Labeling", "Mental Filter")])
+    run = services.labelling_run_create(
+        study_id=labelling.id,
+        endpoint=batch_endpoint(endpoint_factory, "anthropic"),
+        repeats=2,
+        mode="batch",
+    )
+    batch.run_submit(run_id=run.id)
+    run = poll_until_settled(run)
+    assert run.status == Run.Status.DONE
+    assert sorted(
+        tuple(a.labels) for a in LabelAnnotation.objects.filter(run=run, status="complete")
+    ) == [("Labeling",), ("Mental Filter",)]
