@@ -13,9 +13,10 @@ What it does, end to end, on this machine:
      50,000 requests per file, uploaded, batches created ("build + upload");
    - the fake provider answers every request when the batches are first retrieved (its own
      work, reported apart: a real provider takes minutes to hours here);
-   - "results available → stored": one `batches_poll` downloads both output files and stores
-     every rating and its 7 scores through the exactly-once store;
-   - the process's peak resident memory (ru_maxrss) over all of it;
+   - "results available → stored": one poll process per batch (as beat's per-batch poll tasks
+     on two worker processes) downloads its output file and stores every rating and its 7
+     scores through the exactly-once store;
+   - each process's peak resident memory (VmHWM);
 5. immediate run, in another fresh process: `services.run_work` (the work loop a Celery task
    runs) over `--immediate-items` responses with 200 requests in flight; ratings/s.
 Prints one JSON object with every figure (for docs/benchmarks.md).
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import socket
 import subprocess
 import sys
@@ -72,7 +72,11 @@ def _django() -> None:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    """This process's peak resident memory (VmHWM: its own, not inherited from its parent)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def phase_batch(study_id: int, endpoint_id: int) -> dict:
@@ -92,9 +96,33 @@ def phase_batch(study_id: int, endpoint_id: int) -> dict:
         state = batch_providers.retrieve(sdk, config, batch_id=record.provider_batch_id)
         assert state.state == "ended", state
     provider = time.perf_counter() - started
+    # What beat does: one poll task per batch, run by as many worker processes at once (here
+    # two, one per core); each polls, downloads and stores its batch.
     started = time.perf_counter()
-    batch.batches_poll(force=True)
+    pollers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--phase",
+                "poll",
+                "--batch",
+                str(record.id),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=os.environ.copy(),
+        )  # fmt: skip
+        for record in batches
+    ]
+    peaks = []
+    for poller in pollers:
+        out, _ = poller.communicate()
+        line = next((x for x in out.splitlines() if x.startswith("RESULT ")), "RESULT {}")
+        peaks.append(json.loads(line.removeprefix("RESULT ")).get("peak_mb", 0.0))
     stored = time.perf_counter() - started
+    batch.batches_poll(force=True)  # settles the run
     run.refresh_from_db()
     return {
         "items": run.items.count(),
@@ -106,8 +134,16 @@ def phase_batch(study_id: int, endpoint_id: int) -> dict:
         "status": run.status,
         "complete_ratings": Rating.objects.filter(run=run, status="complete").count(),
         "scores": Score.objects.filter(rating__run=run).count(),
-        "peak_mb": round(_peak_mb(), 1),
+        "peak_mb_launch_and_submit": round(_peak_mb(), 1),
+        "peak_mb_pollers": peaks,
     }
+
+
+def phase_poll(batch_id: int) -> dict:
+    from judging import batch
+
+    batch.batch_poll(batch_id=batch_id, force=True)
+    return {"peak_mb": round(_peak_mb(), 1)}
 
 
 def phase_immediate(study_id: int, endpoint_id: int, items: int) -> dict:
@@ -144,13 +180,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--immediate-items", type=int, default=5_000)
-    parser.add_argument("--phase", choices=["batch", "immediate"], help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=["batch", "immediate", "poll"], help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--study", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
         _django()
-        if args.phase == "batch":
+        if args.phase == "poll":
+            result = phase_poll(args.batch)
+        elif args.phase == "batch":
             result = phase_batch(args.study, args.endpoint)
         else:
             result = phase_immediate(args.study, args.endpoint, args.immediate_items)

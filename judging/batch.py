@@ -29,7 +29,7 @@ import os
 import re
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -300,11 +300,15 @@ def _poll_delay(attempt: int) -> float:
     return min(float(settings.JUDGING_BATCH_POLL_MAX_SECONDS), first * 2 ** min(attempt, 20))
 
 
-def batches_poll(*, force: bool = False) -> dict[str, int]:
+def batches_poll(
+    *, force: bool = False, dispatch: Callable[[int], None] | None = None
+) -> dict[str, int]:
     """Periodic: poll due batches, store what ended, submit re-asks, settle runs.
 
-    Idempotent and safe in several places at once. `force` polls every open batch now
-    (tests, `manage.py`), regardless of its backoff.
+    Idempotent and safe in several places at once. `dispatch` sends each due batch to a task
+    of its own (beat does: the batches of a large run are then downloaded and stored by as many
+    worker processes at once); without it they are polled here, one after the other. `force`
+    polls every open batch now (tests, benchmarks), regardless of its backoff.
     """
     counts = {"polled": 0, "stored": 0, "submitted": 0}
     stale = timezone.now() - timedelta(seconds=BUILD_LEASE_SECONDS)
@@ -324,19 +328,38 @@ def batches_poll(*, force: bool = False) -> dict[str, int]:
     if not force:
         due = due.filter(Q(next_poll_at__lte=timezone.now()) | Q(next_poll_at__isnull=True))
     for batch_id in due.order_by("id").values_list("id", flat=True):
-        stored = batch_poll(batch_id=batch_id, force=force)
         counts["polled"] += 1
-        counts["stored"] += stored
+        if dispatch is not None:
+            dispatch(batch_id)
+        else:
+            counts["stored"] += batch_poll(batch_id=batch_id, force=force)
     for run_id in Run.objects.filter(
         mode=Run.Mode.BATCH, status__in=[Run.Status.RUNNING, Run.Status.CANCELLING]
     ).values_list("id", flat=True):
-        if (
-            _run_has_pending(run_id)
-            and not _open_batches(run_id).filter(status=ProviderBatch.Status.BUILDING).exists()
-        ):
-            counts["submitted"] += len(run_submit(run_id=run_id))
-        run_settle(run_id=run_id)
+        counts["submitted"] += run_follow_up(run_id=run_id)
     return counts
+
+
+def run_follow_up(*, run_id: int) -> int:
+    """Send what is pending (re-asks, a resume) in a new batch, or settle the run; returns how
+    many batches were created."""
+    made = 0
+    if (
+        _run_has_pending(run_id)
+        and not _open_batches(run_id).filter(status=ProviderBatch.Status.BUILDING).exists()
+    ):
+        made = len(run_submit(run_id=run_id))
+    run_settle(run_id=run_id)
+    return made
+
+
+def batch_poll_and_follow_up(*, batch_id: int) -> int:
+    """`batch_poll`, then what its run needs next (re-asks submitted, or the run settled)."""
+    stored = batch_poll(batch_id=batch_id)
+    run_id = ProviderBatch.objects.filter(id=batch_id).values_list("run_id", flat=True).first()
+    if run_id is not None:
+        run_follow_up(run_id=run_id)
+    return stored
 
 
 def _run_has_pending(run_id: int) -> bool:

@@ -44,7 +44,13 @@ def batches_poll() -> None:
     Each batch is leased by one poller at a time (its next poll time moves on first), and its
     results are stored exactly once whatever runs it twice; a poll that dies is done again.
     """
-    batch.batches_poll()
+    batch.batches_poll(dispatch=batch_poll.delay)
+
+
+@shared_task(ignore_result=True)
+def batch_poll(batch_id: int) -> None:
+    """Poll one provider batch and store its results once it ended; then move its run on."""
+    batch.batch_poll_and_follow_up(batch_id=batch_id)
 
 
 @shared_task(ignore_result=True)
