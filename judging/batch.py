@@ -431,6 +431,19 @@ def batch_poll(*, batch_id: int, force: bool = False) -> int:
             stored += results_store(plan=plan, token=batch.token, results=chunk).stored
         # Requests the results did not mention (never run before a cancel): back to pending.
         cancelled = Run.objects.filter(id=run.id, status=Run.Status.CANCELLING).exists()
+        if not cancelled:
+            # A request the provider never answered counts as an attempt, like an error.
+            missing = "no result came back for it"
+            RunItem.objects.filter(
+                claim_token=batch.token,
+                status=RunItem.Status.RUNNING,
+                attempts__gte=plan.max_output_attempts,
+            ).update(
+                status=RunItem.Status.FAILED,
+                claim_token="",
+                last_error=missing,
+                finished_at=timezone.now(),
+            )
         _items_handback(
             batch.token, error="" if cancelled else "no result came back for it", uncount=cancelled
         )
