@@ -20,6 +20,7 @@ kept as the old baseline. The MentalAlign workbooks are looked for in ../shared/
 
 import argparse
 import csv
+import os
 import random
 import statistics
 import subprocess

@@ -4,7 +4,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from . import api_keys
-from .models import ModelEndpoint, Run, RunItem
+from .models import ModelEndpoint, ProviderBatch, Run, RunItem
 
 
 class ModelEndpointForm(forms.ModelForm):
@@ -46,6 +46,9 @@ class ModelEndpointForm(forms.ModelForm):
             "responder_key",
             "price_input_per_mtok",
             "price_output_per_mtok",
+            "price_batch_input_per_mtok",
+            "price_batch_output_per_mtok",
+            "supports_batch",
         ]
 
     def __init__(self, *args, **kwargs) -> None:
@@ -88,7 +91,7 @@ class ModelEndpointAdmin(admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["id", "kind", "study", "endpoint", "status", "created_at", "page"]
+    list_display = ["id", "kind", "mode", "study", "endpoint", "status", "created_at", "page"]
     list_filter = ["kind", "status"]
     # Runs are launched, cancelled and resumed from their own pages, which keep the items and
     # the workers consistent; the admin only shows them.
@@ -112,3 +115,13 @@ class RunItemAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+@admin.register(ProviderBatch)
+class ProviderBatchAdmin(admin.ModelAdmin):
+    """Read-only: the batches of batch-mode runs, as the poller recorded them."""
+
+    list_display = ["id", "run", "provider_batch_id", "status", "request_count", "polled_at"]
+    list_filter = ["status"]
+    raw_id_fields = ["run"]
+    readonly_fields = [field.name for field in ProviderBatch._meta.fields]

@@ -16,6 +16,19 @@ HTTP_PROVIDERS = [
 
 
 class _ExecutionFields(forms.Form):
+    mode = forms.ChoiceField(
+        choices=Run.Mode.choices,
+        initial=Run.Mode.IMMEDIATE,
+        required=False,
+        help_text="batch: the provider's batch interface (OpenAI, Anthropic, servers marked "
+        "'supports batch'): about half the price, results within 24 hours",
+    )
+    # Set once the admin has seen the cost estimate; launching needs it.
+    confirm_cost = forms.BooleanField(
+        required=False,
+        label="I have read the cost estimate",
+        help_text="the first submit shows the estimate; tick this and submit again to launch",
+    )
     concurrency = forms.IntegerField(
         min_value=1,
         max_value=1000,
@@ -30,6 +43,9 @@ class _ExecutionFields(forms.Form):
     parallel_tasks = forms.IntegerField(
         min_value=1, max_value=64, initial=2, help_text="worker tasks (one per worker process)"
     )
+
+    def clean_mode(self) -> str:
+        return self.cleaned_data.get("mode") or Run.Mode.IMMEDIATE
 
 
 class JudgeRunForm(_ExecutionFields):

@@ -44,6 +44,19 @@ class ModelEndpoint(models.Model):
     json_mode = models.BooleanField(default=True, help_text="ask for JSON output where supported")
     price_input_per_mtok = models.FloatField(default=0.0, help_text="USD per 1M input tokens")
     price_output_per_mtok = models.FloatField(default=0.0, help_text="USD per 1M output tokens")
+    # Batch interfaces (OpenAI Batch, Anthropic Message Batches) sell the same calls at about
+    # half the price; 0 means "not set", and the immediate price is used for estimates.
+    price_batch_input_per_mtok = models.FloatField(
+        default=0.0, help_text="USD per 1M input tokens in batch mode"
+    )
+    price_batch_output_per_mtok = models.FloatField(
+        default=0.0, help_text="USD per 1M output tokens in batch mode"
+    )
+    supports_batch = models.BooleanField(
+        default=False,
+        help_text="OpenAI-compatible servers only: the server implements /v1/files and "
+        "/v1/batches (OpenAI and Anthropic endpoints always do)",
+    )
     timeout_s = models.FloatField(default=60.0, help_text="seconds allowed for one request")
     supports_temperature = models.BooleanField(
         default=True, help_text="off for OpenAI reasoning models (o1/o3/o4-mini)"
@@ -99,6 +112,10 @@ class Run(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
+    class Mode(models.TextChoices):
+        IMMEDIATE = "immediate", "Immediate (one request per item)"
+        BATCH = "batch", "Batch (provider batch interface, about half price, up to 24 h)"
+
     class Subset(models.TextChoices):
         ALL = "all", "All responses"
         UNRATED = "unrated", "Not yet rated by this judge"
@@ -117,6 +134,9 @@ class Run(models.Model):
     )
     kind = models.CharField(max_length=16, choices=Kind.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.IMMEDIATE)
+    # What the admin confirmed at launch: estimated input tokens and cost in both modes.
+    cost_estimate = models.JSONField(default=dict, blank=True)
     subset = models.CharField(max_length=32, default="all")
     sample_size = models.PositiveIntegerField(null=True, blank=True)
     sample_seed = models.IntegerField(default=0)
@@ -168,6 +188,10 @@ class Run(models.Model):
 
     def can_retry(self, *, failed_items: int) -> bool:
         return failed_items > 0 and self.status != self.Status.CANCELLING
+
+    @property
+    def is_batch(self) -> bool:
+        return self.mode == self.Mode.BATCH
 
     def silent_for(self, now: datetime) -> float:
         """Seconds since any worker loop of this running run was last heard of (0 otherwise)."""
@@ -249,3 +273,51 @@ class RunItem(models.Model):
             else (f"conversation {self.conversation_id}")
         )
         return f"run {self.run_id} {target} #{self.repeat} ({self.status})"
+
+
+class ProviderBatch(models.Model):
+    """One request file sent to a provider's batch interface for a batch-mode run.
+
+    Its items are claimed (RunItem.claim_token = `token`) from submission until their results
+    are stored or handed back, so a result is stored only while the item still names this
+    batch: a second download, a racing poller or a late result of an older attempt stores nothing.
+    """
+
+    class Status(models.TextChoices):
+        BUILDING = "building", "Building and uploading"
+        IN_PROGRESS = "in_progress", "At the provider"
+        CANCELLING = "cancelling", "Cancelling at the provider"
+        ENDED = "ended", "Ended; results being stored"
+        STORED = "stored", "Results stored"
+        FAILED = "failed", "Failed"
+        ABANDONED = "abandoned", "Abandoned before upload"
+
+    OPEN = (Status.BUILDING, Status.IN_PROGRESS, Status.CANCELLING, Status.ENDED)
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="batches")
+    token = models.CharField(max_length=32, unique=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.BUILDING)
+    provider_batch_id = models.CharField(max_length=200, blank=True)
+    input_file_id = models.CharField(max_length=200, blank=True)
+    provider_status = models.CharField(max_length=32, blank=True)
+    request_count = models.PositiveIntegerField(default=0)
+    bytes = models.PositiveBigIntegerField(default=0)
+    # The custom ids it covers: "i<item id>-a<attempt>" for each item, first and last item id.
+    first_item_id = models.BigIntegerField(null=True, blank=True)
+    last_item_id = models.BigIntegerField(null=True, blank=True)
+    results_stored = models.PositiveIntegerField(default=0)
+    results_reasked = models.PositiveIntegerField(default=0)
+    results_failed = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    poll_attempts = models.PositiveIntegerField(default=0)
+    polled_at = models.DateTimeField(null=True, blank=True)
+    next_poll_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        indexes = [models.Index(fields=["status", "next_poll_at"])]
+
+    def __str__(self) -> str:
+        return f"batch {self.provider_batch_id or self.token} of run {self.run_id} ({self.status})"

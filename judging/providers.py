@@ -478,8 +478,7 @@ def _openai_structured(config: EndpointConfig, schema: OutputSchema | None) -> d
     )
 
 
-async def _openai_call(
-    client: openai.AsyncOpenAI,
+def openai_request(
     config: EndpointConfig,
     *,
     system: str | None,
@@ -487,7 +486,8 @@ async def _openai_call(
     params: dict[str, Any],
     json_mode: bool,
     schema: OutputSchema | None = None,
-) -> Completion:
+) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """(messages, other body fields) of a chat completion, for immediate and batch mode alike."""
     wire: list[dict[str, str]] = []
     if system:
         wire.append({"role": "system", "content": system})
@@ -497,16 +497,13 @@ async def _openai_call(
         params = {**params, **structured}
     elif json_mode and config.supports_json_mode:
         params = {**params, "response_format": {"type": "json_object"}}
-    named, extra = _split_params(type(client.chat.completions).create, params)
-    if extra:
-        named["extra_body"] = extra
-    started = time.perf_counter()
-    response = await client.chat.completions.create(
-        model=config.model,
-        messages=wire,  # type: ignore[arg-type]
-        **named,
-    )
-    latency = time.perf_counter() - started
+    return wire, params
+
+
+def openai_completion(
+    config: EndpointConfig, response: Any, *, latency: float, request_id: str | None = None
+) -> Completion:
+    """A Completion from a ChatCompletion (a live answer, or one line of a batch's results)."""
     if not isinstance(response, openai.types.chat.ChatCompletion):
         # A non-JSON content type: the SDK hands back the body as a string instead of raising.
         raise TransientError(f"{config.label}: response body is not JSON", endpoint=config.label)
@@ -528,14 +525,14 @@ async def _openai_call(
         truncated=finish == "length",
         latency_s=latency,
         model=response.model or config.model,
-        request_id=getattr(response, "_request_id", None),
+        request_id=request_id,
         response_id=response.id,
         reasoning=reasoning if isinstance(reasoning, str) else None,
     )
 
 
-async def _anthropic_call(
-    client: anthropic.AsyncAnthropic,
+async def _openai_call(
+    client: openai.AsyncOpenAI,
     config: EndpointConfig,
     *,
     system: str | None,
@@ -544,12 +541,42 @@ async def _anthropic_call(
     json_mode: bool,
     schema: OutputSchema | None = None,
 ) -> Completion:
-    # Anthropic has no JSON mode. By default we rely on the prompt alone: the judge prompt
-    # already spells out the JSON output format, the parser copes with prose or fences around
-    # it, and the judge then sees exactly the same conversation as an OpenAI judge (a prefill
-    # would change the task for one family of judges only). Prefilling "{" is opt-in per
-    # endpoint (json_prefill) because it is rejected with extended thinking and by some newer
-    # models.
+    wire, params = openai_request(
+        config, system=system, turns=turns, params=params, json_mode=json_mode, schema=schema
+    )
+    named, extra = _split_params(type(client.chat.completions).create, params)
+    if extra:
+        named["extra_body"] = extra
+    started = time.perf_counter()
+    response = await client.chat.completions.create(
+        model=config.model,
+        messages=wire,  # type: ignore[arg-type]
+        **named,
+    )
+    latency = time.perf_counter() - started
+    return openai_completion(
+        config, response, latency=latency, request_id=getattr(response, "_request_id", None)
+    )
+
+
+def anthropic_request(
+    config: EndpointConfig,
+    *,
+    system: str | None,
+    turns: list[dict[str, str]],
+    params: dict[str, Any],
+    json_mode: bool,
+    schema: OutputSchema | None = None,
+) -> tuple[list[dict[str, str]], dict[str, Any], OutputSchema | None, bool]:
+    """(messages, other body fields, answer tool, prefilled) of a message request.
+
+    Anthropic has no JSON mode. By default we rely on the prompt alone: the judge prompt
+    already spells out the JSON output format, the parser copes with prose or fences around
+    it, and the judge then sees exactly the same conversation as an OpenAI judge (a prefill
+    would change the task for one family of judges only). Prefilling "{" is opt-in per
+    endpoint (json_prefill) because it is rejected with extended thinking and by some newer
+    models.
+    """
     tool = schema if config.structured_output == "anthropic_tool" else None
     if tool is not None:
         # Structured output: one tool whose input is the answer, and the model made to call it.
@@ -569,18 +596,21 @@ async def _anthropic_call(
     wire = list(turns)
     if prefill:
         wire.append({"role": "assistant", "content": "{"})
-    kwargs, extra = _split_params(type(client.messages).create, params)
-    if extra:
-        kwargs["extra_body"] = extra
     if system:
-        kwargs["system"] = system
-    started = time.perf_counter()
-    response = await client.messages.create(
-        model=config.model,
-        messages=wire,  # type: ignore[arg-type]
-        **kwargs,
-    )
-    latency = time.perf_counter() - started
+        params = {**params, "system": system}
+    return wire, params, tool, prefill
+
+
+def anthropic_completion(
+    config: EndpointConfig,
+    response: Any,
+    *,
+    tool: OutputSchema | None,
+    prefill: bool,
+    latency: float,
+    request_id: str | None = None,
+) -> Completion:
+    """A Completion from a Message (a live answer, or one result of a message batch)."""
     if not isinstance(response, anthropic.types.Message):
         raise TransientError(f"{config.label}: response body is not JSON", endpoint=config.label)
     texts: list[str] = []
@@ -613,9 +643,42 @@ async def _anthropic_call(
         truncated=finish == "length",
         latency_s=latency,
         model=response.model or config.model,
-        request_id=getattr(response, "_request_id", None),
+        request_id=request_id,
         response_id=response.id,
         reasoning="\n\n".join(thoughts) or None,
+    )
+
+
+async def _anthropic_call(
+    client: anthropic.AsyncAnthropic,
+    config: EndpointConfig,
+    *,
+    system: str | None,
+    turns: list[dict[str, str]],
+    params: dict[str, Any],
+    json_mode: bool,
+    schema: OutputSchema | None = None,
+) -> Completion:
+    wire, params, tool, prefill = anthropic_request(
+        config, system=system, turns=turns, params=params, json_mode=json_mode, schema=schema
+    )
+    kwargs, extra = _split_params(type(client.messages).create, params)
+    if extra:
+        kwargs["extra_body"] = extra
+    started = time.perf_counter()
+    response = await client.messages.create(
+        model=config.model,
+        messages=wire,  # type: ignore[arg-type]
+        **kwargs,
+    )
+    latency = time.perf_counter() - started
+    return anthropic_completion(
+        config,
+        response,
+        tool=tool,
+        prefill=prefill,
+        latency=latency,
+        request_id=getattr(response, "_request_id", None),
     )
 
 

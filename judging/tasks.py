@@ -7,7 +7,7 @@ dies is recovered from the database (stale claims, the sweeper), not by redelive
 from celery import shared_task
 from celery.signals import worker_ready
 
-from . import services
+from . import batch, services
 
 
 @shared_task(ignore_result=True)
@@ -29,6 +29,34 @@ def runs_sweep() -> None:
     schedule lets an undelivered sweep expire rather than pile up behind busy workers.
     """
     services.runs_sweep()
+
+
+@shared_task(ignore_result=True)
+def batch_submit(run_id: int) -> None:
+    """Send a batch-mode run's pending items to the provider (returns once they are created)."""
+    batch.run_submit(run_id=run_id)
+
+
+@shared_task(ignore_result=True)
+def batches_poll() -> None:
+    """Periodic (Celery beat): poll open provider batches, store results, submit re-asks.
+
+    Each batch is leased by one poller at a time (its next poll time moves on first), and its
+    results are stored exactly once whatever runs it twice; a poll that dies is done again.
+    """
+    batch.batches_poll(dispatch=batch_poll.delay)
+
+
+@shared_task(ignore_result=True)
+def batch_poll(batch_id: int) -> None:
+    """Poll one provider batch and store its results once it ended; then move its run on."""
+    batch.batch_poll_and_follow_up(batch_id=batch_id)
+
+
+@shared_task(ignore_result=True)
+def batch_cancel(run_id: int) -> None:
+    """Cancel a cancelling batch-mode run's batches at the provider; polls store what came back."""
+    batch.run_cancel_batches(run_id=run_id)
 
 
 @worker_ready.connect

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from annotation.roles import ADMIN, role_required
 
-from . import selectors, services
+from . import batch, selectors, services
 from .forms import GenerationRunForm, JudgeRunForm, LabellingRunForm, PreviewForm
 from .models import Run
 
@@ -71,18 +71,40 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
     form = form_class(request.POST or None)
+    estimate = None
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
+        confirmed = data.pop("confirm_cost", False)
         try:
+            if kind != Run.Kind.GENERATION:
+                # The admin sees the estimate for both modes before anything is launched.
+                estimate = batch.launch_estimate(
+                    kind=kind,
+                    study_id=data["study"].id,
+                    endpoint=data["endpoint"],
+                    subset=data["subset"],
+                    sample_size=data.get("sample_size"),
+                    sample_seed=data.get("sample_seed") or 0,
+                    repeats=data["repeats"],
+                    max_tokens=data.get("max_tokens"),
+                ).as_dict()
+                if not confirmed:
+                    return render(
+                        request,
+                        "judging/run_form.html",
+                        {"form": form, "kind": kind, "estimate": estimate},
+                    )
             if kind == Run.Kind.JUDGE:
                 run = services.judge_run_create(
                     study_id=data.pop("study").id, created_by=request.user, **data
                 )
+                batch.run_record_estimate(run_id=run.pk, estimate=estimate or {})
                 return redirect("judging:run", pk=run.pk)
             if kind == Run.Kind.LABELLING:
                 run = services.labelling_run_create(
                     study_id=data.pop("study").id, created_by=request.user, **data
                 )
+                batch.run_record_estimate(run_id=run.pk, estimate=estimate or {})
                 return redirect("judging:run", pk=run.pk)
             launched = services.generation_runs_create(
                 study_id=data.pop("study").id,
@@ -97,7 +119,9 @@ def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
                 return redirect("judging:run", pk=launched[0].pk)
             messages.success(request, f"Launched {len(launched)} generation runs.")
             return redirect("judging:runs")
-    return render(request, "judging/run_form.html", {"form": form, "kind": kind})
+    return render(
+        request, "judging/run_form.html", {"form": form, "kind": kind, "estimate": estimate}
+    )
 
 
 @role_required(ADMIN)

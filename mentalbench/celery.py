@@ -27,3 +27,10 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
         name="judging: sweep runs whose workers are gone",
         expires=every.total_seconds(),
     )
+    poll = timedelta(seconds=settings.JUDGING_BATCH_POLL_SECONDS)
+    sender.add_periodic_task(
+        poll,
+        sender.signature("judging.tasks.batches_poll"),
+        name="judging: poll provider batches of batch-mode runs",
+        expires=poll.total_seconds(),
+    )

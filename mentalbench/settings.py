@@ -257,6 +257,23 @@ if JUDGING_SWEEP_SECONDS < 1:
         f"JUDGING_SWEEP_SECONDS must be at least 1, got {JUDGING_SWEEP_SECONDS}"
     )
 
+# Batch mode (provider batch interfaces): the providers' own limits per request file, and how
+# often Celery beat polls open batches (each batch backs off from the first interval to the last).
+JUDGING_BATCH_LIMITS = {
+    # OpenAI Batch: 50,000 requests and 200 MB per input file.
+    "openai": {
+        "requests": envint("JUDGING_BATCH_OPENAI_REQUESTS", 50_000),
+        "bytes": envint("JUDGING_BATCH_OPENAI_BYTES", 200 * 1024 * 1024),
+    },
+    # Anthropic Message Batches: 100,000 requests or 256 MB per batch.
+    "anthropic": {
+        "requests": envint("JUDGING_BATCH_ANTHROPIC_REQUESTS", 100_000),
+        "bytes": envint("JUDGING_BATCH_ANTHROPIC_BYTES", 256 * 1024 * 1024),
+    },
+}
+JUDGING_BATCH_POLL_SECONDS = envint("JUDGING_BATCH_POLL_SECONDS", 30)
+JUDGING_BATCH_POLL_MAX_SECONDS = envint("JUDGING_BATCH_POLL_MAX_SECONDS", 600)
+
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}

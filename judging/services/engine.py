@@ -152,6 +152,8 @@ def run_work(*, run_id: int) -> None:
     Called by the Celery task; several calls share the run through claims.
     """
     run = Run.objects.select_related("endpoint").get(id=run_id)
+    if run.is_batch:
+        return  # a stale message: batch-mode runs are worked by judging.batch
     if run.status != Run.Status.RUNNING:
         run_finalize(run_id=run_id)
         return

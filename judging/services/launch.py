@@ -178,6 +178,7 @@ def judge_run_create(
     parallel_tasks: int = 2,
     max_output_attempts: int = 3,
     created_by: Any = None,
+    mode: str = Run.Mode.IMMEDIATE,
 ) -> Run:
     """Create a judge run with one item per (response, repeat) and start it on commit."""
     _refuse_offline(endpoint, model="the judge model")
@@ -208,6 +209,7 @@ def judge_run_create(
         parallel_tasks=parallel_tasks,
         max_output_attempts=max_output_attempts,
         created_by=created_by,
+        mode=mode,
     )
 
 
@@ -222,6 +224,7 @@ def generation_run_create(
     rate_limit: float | None = None,
     parallel_tasks: int = 2,
     created_by: Any = None,
+    mode: str = Run.Mode.IMMEDIATE,
 ) -> Run:
     """Create a generation run: one item per conversation that has no response from this model."""
     _check_numbers(repeats=1, concurrency=concurrency, parallel_tasks=parallel_tasks)
@@ -247,6 +250,7 @@ def generation_run_create(
         rate_limit=rate_limit,
         parallel_tasks=parallel_tasks,
         created_by=created_by,
+        mode=mode,
     )
 
 
@@ -289,6 +293,7 @@ def labelling_run_create(
     parallel_tasks: int = 2,
     max_output_attempts: int = 3,
     created_by: Any = None,
+    mode: str = Run.Mode.IMMEDIATE,
 ) -> Run:
     """A distortion-labelling run: one item per (conversation, repeat), prompted with the
     Appendix D prompt of the study's scheme, stored as LabelAnnotations of the endpoint's rater.
@@ -328,6 +333,7 @@ def labelling_run_create(
         max_output_attempts=max_output_attempts,
         params={"scheme": study.label_scheme},
         created_by=created_by,
+        mode=mode,
     )
 
 
@@ -382,6 +388,12 @@ def _start(run: Run) -> None:
     run.started_at = run.started_at or now
     run.heartbeat_at = now  # loops are on their way: the sweeper leaves the run alone a lease
     run.save(update_fields=["status", "error", "started_at", "finished_at", "heartbeat_at"])
+    if run.is_batch:
+        # Batch mode has no worker loops: its requests go to the provider's batches.
+        from judging import batch
+
+        batch.run_start(run)
+        return
     _enqueue(run.id, run.parallel_tasks)
 
 
@@ -405,6 +417,12 @@ def run_cancel(*, run_id: int) -> Run:
     if run.status in (Run.Status.PENDING, Run.Status.RUNNING):
         run.status = Run.Status.CANCELLING
         run.save(update_fields=["status"])
+    if run.is_batch:
+        # The provider cancels its batches; the answers already back are still stored.
+        from judging import tasks
+
+        transaction.on_commit(lambda: tasks.batch_cancel.delay(run_id))
+        return run
     transaction.on_commit(lambda: run_finalize(run_id=run_id))
     return run
 
@@ -499,6 +517,8 @@ def run_sweep(*, run_id: int) -> str:
     run = Run.objects.select_for_update(skip_locked=True).filter(id=run_id).first()
     if run is None or not run.is_active:
         return ""  # another sweeper (or a loop finalizing) holds it right now
+    if run.is_batch:
+        return ""  # no worker loops: batch.batches_poll moves batch-mode runs on
     before = run.status
     run = run_finalize(run_id=run_id)
     if run.status != before:

@@ -97,6 +97,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.batch_endpoints import BatchEndpoints
+
 MARKER = re.compile(r"\[\[scenario:([A-Za-z0-9_]+)((?:\s+[A-Za-z_]+=[^\s\]]*)*)\s*\]\]")
 _TEMPLATE_KEY = re.compile(r'"([^"\n]+)"\s*:\s*X\b')
 _RESERVED_KEYS = ("Overall", "Explanation")
@@ -163,11 +165,12 @@ def _approx_tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
-class FakeLLMServer:
+class FakeLLMServer(BatchEndpoints):
     """The fake server; start/stop it in a background thread, or use it as a context manager."""
 
     def __init__(self, *, delay: float = 0.0, host: str = "127.0.0.1", port: int = 0) -> None:
         self.delay = delay
+        self.record = True  # keep every request (benchmarks turn it off: 100,000 bodies)
         self.host = host
         self.port = port
         self.counts: Counter[str] = Counter()
@@ -183,6 +186,7 @@ class FakeLLMServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
+        self.init_batches()
 
     # ----------------------------------------------------------------- addresses and state
 
@@ -207,6 +211,7 @@ class FakeLLMServer:
             self._marker_calls.clear()
             self.sent.clear()
             self.max_in_flight = self.in_flight
+        self.reset_batches()
 
     def reset_peak(self) -> None:
         """Start measuring max_in_flight afresh (from the requests in flight now)."""
@@ -250,11 +255,13 @@ class FakeLLMServer:
     # ----------------------------------------------------------------- app
 
     def make_app(self) -> web.Application:
-        app = web.Application()
+        # Batch request files and Anthropic batch bodies run to hundreds of megabytes.
+        app = web.Application(client_max_size=1024**3)
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_get("/_fake/stats", self._stats)
         app.router.add_post("/_fake/reset", self._reset)
+        self.add_batch_routes(app)
         return app
 
     async def _stats(self, request: web.Request) -> web.Response:
@@ -354,8 +361,7 @@ class FakeLLMServer:
 
     async def _openai_answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        messages = body.get("messages") or []
-        texts = [_content_text(m.get("content")) for m in messages]
+        texts = _openai_texts(body)
         reply, name = await self._decide(
             request,
             protocol="openai",
@@ -365,6 +371,18 @@ class FakeLLMServer:
         )
         request_id = f"req_{next(self._ids):06d}"
         headers = {"x-request-id": request_id, **reply.headers}
+        if reply.raw_body is not None and reply.status == 200:
+            return _raw_response(reply, headers)
+        status, payload = self._openai_payload(body, texts, reply, request_id)
+        if status == 200:
+            usage = payload["usage"]
+            self._count_sent(request, usage["prompt_tokens"], usage["completion_tokens"])
+        return web.json_response(payload, status=status, headers=headers)
+
+    @staticmethod
+    def _openai_payload(
+        body: dict[str, Any], texts: list[str], reply: _Reply, request_id: str
+    ) -> tuple[int, dict[str, Any]]:
         if reply.status != 200:
             error = {
                 "message": reply.error_message,
@@ -372,15 +390,13 @@ class FakeLLMServer:
                 "param": None,
                 "code": reply.error_type,
             }
-            return web.json_response({"error": error}, status=reply.status, headers=headers)
-        if reply.raw_body is not None:
-            return _raw_response(reply, headers)
+            return reply.status, {"error": error}
         prompt_tokens = sum(_approx_tokens(t) for t in texts)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
         if reply.reasoning is not None:
             message["reasoning_content"] = reply.reasoning
         completion_tokens = _approx_tokens(reply.text + (reply.reasoning or ""))
-        payload = {
+        return 200, {
             "id": f"chatcmpl-{request_id}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -399,27 +415,31 @@ class FakeLLMServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
-        self._count_sent(request, prompt_tokens, completion_tokens)
-        return web.json_response(payload, headers=headers)
 
     async def _anthropic_answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        messages = body.get("messages") or []
-        system = body.get("system")
-        texts = [_content_text(system)] if system else []
-        texts += [_content_text(m.get("content")) for m in messages]
+        texts = _anthropic_texts(body)
         reply, name = await self._decide(
             request, protocol="anthropic", body=body, texts=texts, max_tokens=body.get("max_tokens")
         )
         request_id = f"req_{next(self._ids):06d}"
         headers = {"request-id": request_id, **reply.headers}
+        if reply.raw_body is not None and reply.status == 200:
+            return _raw_response(reply, headers)
+        status, payload = self._anthropic_payload(body, texts, reply, request_id)
+        if status == 200:
+            usage = payload["usage"]
+            self._count_sent(request, usage["input_tokens"], usage["output_tokens"])
+        return web.json_response(payload, status=status, headers=headers)
+
+    @staticmethod
+    def _anthropic_payload(
+        body: dict[str, Any], texts: list[str], reply: _Reply, request_id: str
+    ) -> tuple[int, dict[str, Any]]:
         if reply.status != 200:
             error = {"type": reply.error_type, "message": reply.error_message}
-            return web.json_response(
-                {"type": "error", "error": error}, status=reply.status, headers=headers
-            )
-        if reply.raw_body is not None:
-            return _raw_response(reply, headers)
+            return reply.status, {"type": "error", "error": error}
+        messages = body.get("messages") or []
         text = reply.text
         # A prefilled assistant turn: the model continues it, so the reply omits the prefix.
         if messages and messages[-1].get("role") == "assistant":
@@ -449,7 +469,7 @@ class FakeLLMServer:
             stop_reason = "tool_use" if reply.finish != "length" else stop_reason
         else:
             content.append({"type": "text", "text": text})
-        payload = {
+        return 200, {
             "id": f"msg_{request_id}",
             "type": "message",
             "role": "assistant",
@@ -462,9 +482,6 @@ class FakeLLMServer:
                 "output_tokens": _approx_tokens(text + (reply.reasoning or "")),
             },
         }
-        usage = payload["usage"]
-        self._count_sent(request, usage["input_tokens"], usage["output_tokens"])
-        return web.json_response(payload, headers=headers)
 
     # ----------------------------------------------------------------- behaviour
 
@@ -477,11 +494,6 @@ class FakeLLMServer:
         texts: list[str],
         max_tokens: int | None,
     ) -> tuple[_Reply, str]:
-        joined = "\n".join(texts)
-        match = MARKER.search(joined)
-        name = match.group(1) if match else "ok"
-        marker = match.group(0) if match else ""
-        params = dict(p.split("=", 1) for p in match.group(2).split()) if match else {}
         headers = {
             k.lower(): v
             for k, v in request.headers.items()
@@ -490,23 +502,53 @@ class FakeLLMServer:
         api_key = request.headers.get("x-api-key") or request.headers.get(
             "authorization", ""
         ).removeprefix("Bearer ")
+        reply, name, params, call = self._scripted(
+            protocol=protocol, body=body, texts=texts, headers=headers, api_key=api_key
+        )
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if reply.status == 200 and name == "slow" and call <= _n(params, default=1):
+            await asyncio.sleep(float(params.get("delay", 5)))
+        with self._lock:
+            self._held[id(request)] = request
+        try:
+            await self._gate_event().wait()
+        finally:
+            with self._lock:
+                self._held.pop(id(request), None)
+        return self._shaped(reply, body=body, max_tokens=max_tokens), name
+
+    def _scripted(
+        self,
+        *,
+        protocol: str,
+        body: dict[str, Any],
+        texts: list[str],
+        headers: dict[str, str],
+        api_key: str,
+    ) -> tuple[_Reply, str, dict[str, str], int]:
+        """Count and record the request; the reply its scenario scripts (before shaping)."""
+        joined = "\n".join(texts)
+        match = MARKER.search(joined)
+        name = match.group(1) if match else "ok"
+        marker = match.group(0) if match else ""
+        params = dict(p.split("=", 1) for p in match.group(2).split()) if match else {}
         with self._lock:
             self.counts[name] += 1
             self._marker_calls[marker] += 1
             call = self._marker_calls[marker]
-            self.requests.append(
-                RecordedRequest(
-                    protocol=protocol,
-                    scenario=name,
-                    marker=marker,
-                    body=body,
-                    headers=headers,
-                    received_at=time.monotonic(),
-                    key_sha256=hashlib.sha256(api_key.encode()).hexdigest(),
+            if self.record:
+                self.requests.append(
+                    RecordedRequest(
+                        protocol=protocol,
+                        scenario=name,
+                        marker=marker,
+                        body=body,
+                        headers=headers,
+                        received_at=time.monotonic(),
+                        key_sha256=hashlib.sha256(api_key.encode()).hexdigest(),
+                    )
                 )
-            )
-        if self.delay:
-            await asyncio.sleep(self.delay)
         prompt = MARKER.sub("", joined)
         reply = self._reply(
             name,
@@ -517,15 +559,11 @@ class FakeLLMServer:
             prompt=prompt,
             api_key=api_key,
         )
-        if reply.status == 200 and name == "slow" and call <= _n(params, default=1):
-            await asyncio.sleep(float(params.get("delay", 5)))
-        with self._lock:
-            self._held[id(request)] = request
-        try:
-            await self._gate_event().wait()
-        finally:
-            with self._lock:
-                self._held.pop(id(request), None)
+        return reply, name, params, call
+
+    @staticmethod
+    def _shaped(reply: _Reply, *, body: dict[str, Any], max_tokens: int | None) -> _Reply:
+        """Structured label answers as JSON; answers longer than max_tokens cut."""
         schema = request_schema(body)
         if reply.status == 200 and schema and "labels" in (schema.get("properties") or {}):
             try:
@@ -537,7 +575,7 @@ class FakeLLMServer:
             limit_chars = int(max_tokens) * 4
             if len(reply.text) > limit_chars:
                 reply.text, reply.finish = reply.text[:limit_chars], "length"
-        return reply, name
+        return reply
 
     def _reply(
         self,
@@ -606,7 +644,15 @@ class FakeLLMServer:
             entry = entries[(call - 1) % len(entries)].replace("_", " ")
             return _Reply(text="" if entry == "EMPTY" else entry)
         answer, as_json = _default_answer(prompt)
-        if name in ("ok", "429", "500", "slow", "400", "401", "reject_json_mode"):
+        if name == "batch_error" and call <= _n(params, default=1):
+            return _Reply(
+                status=500,
+                error_type="server_error" if protocol == "openai" else "api_error",
+                error_message="The server had an error while processing this batch request.",
+            )
+        if name in ("ok", "429", "500", "slow", "400", "401", "reject_json_mode", "batch_error"):
+            return _Reply(text=answer)
+        if name == "batch_expired":  # expiry is decided by the batch endpoints
             return _Reply(text=answer)
         if "n" in params and call > _n(params, default=None):
             if params.get("then") == "500":  # an unusable answer, then a server that fails
@@ -697,6 +743,16 @@ def _n(params: dict[str, str], *, default: int | None) -> float:
     return float("inf") if raw == "all" else int(raw)
 
 
+def _openai_texts(body: dict[str, Any]) -> list[str]:
+    return [_content_text(m.get("content")) for m in body.get("messages") or []]
+
+
+def _anthropic_texts(body: dict[str, Any]) -> list[str]:
+    system = body.get("system")
+    texts = [_content_text(system)] if system else []
+    return texts + [_content_text(m.get("content")) for m in body.get("messages") or []]
+
+
 def _content_text(content: Any) -> str:
     """Text of an OpenAI/Anthropic message content (a string or a list of text blocks)."""
     if content is None:
@@ -745,8 +801,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds added to each request")
+    parser.add_argument("--no-record", action="store_true", help="do not keep request bodies")
     args = parser.parse_args(argv)
     server = FakeLLMServer(delay=args.delay, host=args.host, port=args.port)
+    server.record = not args.no_record
     print(
         f"fake LLM server on http://{args.host}:{args.port} "
         f"(OpenAI base_url http://{args.host}:{args.port}/v1), delay {args.delay}s",

@@ -79,6 +79,8 @@ def endpoint_form(**overrides: str) -> dict[str, str]:
         "responder_key": "",
         "price_input_per_mtok": "0",
         "price_output_per_mtok": "0",
+        "price_batch_input_per_mtok": "0",
+        "price_batch_output_per_mtok": "0",
     }
     data.update(overrides)
     return data

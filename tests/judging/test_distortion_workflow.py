@@ -95,6 +95,7 @@ def test_csv_of_messages_to_consensus_kappa_and_kappa_f1_in_the_web_ui(
         "max_output_attempts": 3,
         "concurrency": 8,
         "parallel_tasks": 1,
+        "confirm_cost": "on",
     }
     with django_capture_on_commit_callbacks(execute=False):
         assert client.post(reverse("judging:labelling_new"), data).status_code == 302

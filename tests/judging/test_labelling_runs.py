@@ -175,6 +175,7 @@ def test_launch_form_refuses_temperature_zero_and_explains(admin_client, endpoin
         "max_output_attempts": 3,
         "concurrency": 4,
         "parallel_tasks": 1,
+        "confirm_cost": "on",
     }
     response = admin_client.post(reverse("judging:labelling_new"), data)
     assert response.status_code == 200
@@ -205,6 +206,7 @@ def test_launch_form_starts_a_labelling_run_and_previews_the_prompt(
         "max_output_attempts": 3,
         "concurrency": 4,
         "parallel_tasks": 1,
+        "confirm_cost": "on",
     }
     with django_capture_on_commit_callbacks(execute=False):
         response = admin_client.post(reverse("judging:labelling_new"), data)

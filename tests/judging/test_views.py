@@ -82,6 +82,7 @@ def test_launch_from_the_page_runs_in_process_in_demo_mode(
                 "max_output_attempts": 3,
                 "concurrency": 8,
                 "parallel_tasks": 1,
+                "confirm_cost": "on",
             },
         )
     run = Run.objects.get()
@@ -111,6 +112,7 @@ def test_generation_launch_for_several_models(
                 "max_tokens": 512,
                 "concurrency": 4,
                 "parallel_tasks": 1,
+                "confirm_cost": "on",
             },
         )
     assert answer.status_code == 302
