@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as sps
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -71,6 +70,8 @@ class CellEstimates:
 
 
 def z_value(alpha: float) -> float:
+    from scipy import stats as sps  # lazily: scipy.stats costs ~1 s at start-up
+
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha}")
     return float(sps.norm.ppf(1.0 - alpha / 2.0))
