@@ -92,7 +92,7 @@ def _floats(values: ArrayLike, name: str) -> FloatArray:
 
 
 def _sums(codes: IntArray, values: FloatArray, n_cells: int) -> FloatArray:
-    return np.bincount(codes, weights=values, minlength=n_cells)
+    return np.asarray(np.bincount(codes, weights=values, minlength=n_cells), dtype=np.float64)
 
 
 def ppi_mean_cells(
@@ -235,8 +235,8 @@ def crossppi_mean_cells(
     p = x1.shape[1]
     group = g * n_folds + k
     n_groups = n_cells * n_folds
-    xtx = np.empty((n_groups, p, p))
-    xty = np.empty((n_groups, p))
+    xtx: FloatArray = np.empty((n_groups, p, p))
+    xty: FloatArray = np.empty((n_groups, p))
     for a in range(p):
         xty[:, a] = np.bincount(group, weights=x1[:, a] * y, minlength=n_groups)
         for b in range(a, p):

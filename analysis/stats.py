@@ -614,7 +614,8 @@ def rank_descending(values: ArrayLike, axis: int = 0) -> FloatArray:
     from scipy import stats as sps  # lazily: scipy.stats costs ~1 s at start-up
 
     arr = _as_float(values)
-    return sps.rankdata(-arr, method="average", axis=axis, nan_policy="omit").astype(np.float64)
+    ranks: FloatArray = sps.rankdata(-arr, method="average", axis=axis, nan_policy="omit")
+    return ranks.astype(np.float64)
 
 
 def ranking(means: ArrayLike) -> RankingResult:
@@ -941,7 +942,7 @@ def _fleiss_from_counts(counts: FloatArray) -> tuple[FloatArray, list[str | None
         with np.errstate(divide="ignore", invalid="ignore"):
             kap = np.where(p_e < 1.0 - 1e-12, (p_bar - p_e) / (1.0 - p_e), np.nan)
         values[ok] = kap
-        for pos, lab in enumerate(np.flatnonzero(ok)):
+        for pos, lab in enumerate(np.flatnonzero(ok).tolist()):
             if np.isnan(kap[pos]):
                 reasons[lab] = "every rating falls in one category: kappa undefined"
     return values, reasons
