@@ -2,10 +2,14 @@
 `reliability_report`, in this checkout and in a baseline checkout, interleaved run by run so that
 both see the same machine load. Prints medians and the ratio to the baseline.
 
-    python benchmarks/startup_bench.py --baseline ../old-checkout --runs 7 --study "Demo study"
+    python benchmarks/startup_bench.py --baseline ../old-checkout --runs 7 --study "Small study"
 
-Needs DATABASE_URL pointing at a migrated database holding the study (bin/up's seed_demo makes
-"Demo study"), and SECRET_KEY.
+Needs SECRET_KEY and DATABASE_URL pointing at a migrated database holding a study with clinician
+and judge scores; the tests' synthetic "Small study" (8 conversations, 2 clinicians, 2 judges) is
+made there with:
+
+    python -c 'import django; django.setup(); from tests.analysis import conftest
+    conftest.small_study._get_wrapped_function()(None)'   # DJANGO_SETTINGS_MODULE set
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, required=True, help="checkout to compare with")
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--study", default="Demo study")
+    parser.add_argument("--study", default="Small study")
     options = parser.parse_args()
     commands = {
         "check": ["check"],
