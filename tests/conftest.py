@@ -216,3 +216,33 @@ def _fresh_access_counters(request):
     cache.delete(key)
     yield
     cache.delete(key)
+
+
+# Users by role, one definition each. Named so as not to shadow pytest-django's `admin_user` /
+# `admin_client` (a superuser), which tests use for Django's own admin.
+@pytest.fixture
+def admin_member(db, django_user_model):
+    """A member of the *admin* group (not staff): the platform's study administrator."""
+    from annotation.roles import ADMIN, role_add
+
+    user = django_user_model.objects.create_user(username="adam", password="pw")
+    role_add(user=user, role=ADMIN)
+    return user
+
+
+@pytest.fixture
+def admin_member_client(client, admin_member):
+    client.force_login(admin_member)
+    return client
+
+
+@pytest.fixture
+def staff_user(db, django_user_model):
+    """A staff account with no role group."""
+    return django_user_model.objects.create_user("boss", password="pw-12345678", is_staff=True)
+
+
+@pytest.fixture
+def staff_client(client, staff_user):
+    client.force_login(staff_user)
+    return client

@@ -133,8 +133,3 @@ def researcher(db):
 @pytest.fixture
 def clinician_user(db):
     return _user("clin", CLINICIAN)
-
-
-@pytest.fixture
-def admin_user_(db):
-    return _user("boss", None, is_staff=True)
