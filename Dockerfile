@@ -6,9 +6,9 @@ WORKDIR /app
 
 # Dependencies first, so a code change does not reinstall them. The code itself runs from /app
 # (PYTHONPATH), where settings also find templates/ and static/.
-COPY pyproject.toml README.md ./
-COPY mentalbench/__init__.py mentalbench/__init__.py
-RUN pip install --upgrade pip && pip install . && pip uninstall -y mentalbench
+# Exactly the locked versions, hashes checked (docs/dependencies.md).
+COPY requirements.lock ./
+RUN pip install --upgrade pip && pip install --require-hashes -r requirements.lock
 
 COPY . .
 # Static files are collected into the image; the key is a throwaway for this one command.

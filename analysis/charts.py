@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -31,7 +32,7 @@ def figure2_order(attributes: Sequence[str]) -> list[str]:
     return known + [a for a in attributes if a not in known]
 
 
-def _records(df: pd.DataFrame, columns: Sequence[str]) -> list[dict]:
+def _records(df: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
     out = []
     for row in df[list(columns)].to_dict("records"):
         out.append(
@@ -43,17 +44,17 @@ def _records(df: pd.DataFrame, columns: Sequence[str]) -> list[dict]:
     return out
 
 
-def _base(title: str, values: list[dict]) -> dict:
+def _base(title: str, values: list[dict[str, Any]]) -> dict[str, Any]:
     return {"$schema": SCHEMA, "title": title, "data": {"values": values}, "width": "container"}
 
 
 def heatmap(
     reliability: pd.DataFrame, attributes: Sequence[str], *, field: str, title: str
-) -> dict:
+) -> dict[str, Any]:
     """Judge × attribute heatmap of ICC(C,1) or CI width (paper Figure 2, left/right)."""
     order = figure2_order(attributes)
     width = field == "ci_width"
-    color: dict = {
+    color: dict[str, Any] = {
         "field": field,
         "type": "quantitative",
         "title": "CI width" if width else "ICC(C,1)",
@@ -103,7 +104,7 @@ def forest_domain(reliability: pd.DataFrame) -> list[float]:
     return [max(low, -1.0), 1.0]
 
 
-def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
+def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict[str, Any]:
     """ICC(C,1) point and 95 % bootstrap CI per judge × attribute, GR/MR/PR as colour."""
     order = figure2_order(attributes)
     values = _records(
@@ -165,7 +166,7 @@ def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
     }
 
 
-def bias_bars(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
+def bias_bars(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict[str, Any]:
     """Signed bias (judge − human, on responder means) per attribute, a bar per judge."""
     values = _records(reliability, ["judge", "attribute", "bias", "human_mean", "judge_mean"])
     return _base("Bias: judge mean − human mean (1–5 scale)", values) | {
@@ -187,7 +188,7 @@ def bias_bars(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict:
     }
 
 
-def human_vs_judges(ranking: pd.DataFrame) -> dict:
+def human_vs_judges(ranking: pd.DataFrame) -> dict[str, Any]:
     """Paper Figure 4: per responder, the mean over attributes from the human reference and
     from each judge, responders sorted by the human mean."""
     human = ranking[ranking["rater"] == "human"].sort_values("Avg", ascending=False)
@@ -227,7 +228,7 @@ def status_thresholds() -> str:
     )
 
 
-def max_repetition_bars(repetition: pd.DataFrame) -> dict:
+def max_repetition_bars(repetition: pd.DataFrame) -> dict[str, Any]:
     """Distortion runs: share of items whose most repeated label appears in r of N runs,
     one bar group per configuration ([CD] Figure 2)."""
     values = _records(repetition, ["configuration", "max_repetition", "proportion", "items"])

@@ -25,6 +25,7 @@ def csv_attachment(
     body: str | Iterator[str], *, filename: str
 ) -> HttpResponse | StreamingHttpResponse:
     """A CSV file to save: a whole body, or chunks streamed as they are produced."""
+    response: HttpResponse | StreamingHttpResponse
     if isinstance(body, str):
         response = HttpResponse(body, content_type=CSV_CONTENT_TYPE)
     else:
@@ -35,7 +36,7 @@ def csv_attachment(
 
 def table_download(
     *, user, study: Study, what: str, params: dict, table: pd.DataFrame, filename: str
-) -> HttpResponse:
+) -> HttpResponse | StreamingHttpResponse:
     """A computed table as a CSV download from the web pages, recorded in the export log."""
     log = export_log_create(
         user=user, study=study, channel=ExportLog.Channel.WEB, what=what, params=params
@@ -53,7 +54,7 @@ def rows_download(
     header: Sequence[str],
     rows: Iterable[Sequence[object]],
     filename: str,
-) -> HttpResponse:
+) -> HttpResponse | StreamingHttpResponse:
     """Rows under a header as a CSV download from the web pages, recorded in the export log."""
     log = export_log_create(
         user=user, study=study, channel=ExportLog.Channel.WEB, what=what, params=params

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence, Set
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -200,7 +201,9 @@ def _estimate(
     )  # fmt: skip
 
 
-def _frame(keys: dict[str, list], est: ppi.CellEstimates, judges: Sequence[str]) -> pd.DataFrame:
+def _frame(
+    keys: dict[str, list[Any]], est: ppi.CellEstimates, judges: Sequence[str]
+) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             **keys,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,7 @@ from analysis.charts import SCHEMA, _records, figure2_order
 METHOD_COLOURS = {"clinician only": "#6b7280", "judge-assisted": "#1f5fa8"}
 
 
-def forest_means(means: pd.DataFrame, attributes: Sequence[str]) -> dict:
+def forest_means(means: pd.DataFrame, attributes: Sequence[str]) -> dict[str, Any]:
     """Per responder × attribute: the clinician-only and the judge-assisted 95 % CI."""
     assisted = means.assign(method="judge-assisted")[
         ["responder", "attribute", "method", "estimate", "ci_low", "ci_high"]
@@ -95,7 +96,7 @@ SEPARATION_COLOURS = {
 }
 
 
-def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict:
+def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict[str, Any]:
     """Per attribute, responders in ranked order with their judge-assisted 95 % CI, coloured
     by whether the paired difference to the next place is statistically separated."""
     label = ranking["separated_from_next"].map(

@@ -68,7 +68,7 @@ def separation_table(differences: pd.DataFrame, *, alpha: float = 0.05) -> pd.Da
     return _plan(differences, target, z, ["responder_a", "responder_b", "attribute"])
 
 
-def _plan(est: pd.DataFrame, target, z: float, keys: list[str]) -> pd.DataFrame:
+def _plan(est: pd.DataFrame, target: pd.Series, z: float, keys: list[str]) -> pd.DataFrame:
     n = est["n_labelled"].astype(float)
     out = est[keys].copy()
     out["n_labelled"] = est["n_labelled"]
@@ -178,11 +178,12 @@ def icc_lever(
         )  # fmt: skip
     rng = np.random.default_rng(seed)
     means = np.array([[h[r, paired[r]].mean(), j[r, paired[r]].mean()] for r in rows])
-    common = {"n_boot": n_boot, "rng": rng}
-    now = _draws(h, j, paired, rows, n_slots=n, conv_factor=1, **common)
-    resp = _draws(h, j, paired, rows, n_slots=n, conv_factor=0, **common)
-    more_c = _draws(h, j, paired, rows, n_slots=n, conv_factor=factor, **common)
-    more_r = _draws(h, j, paired, rows, n_slots=int(round(factor * n)), conv_factor=1, **common)
+    now = _draws(h, j, paired, rows, n_slots=n, conv_factor=1, n_boot=n_boot, rng=rng)
+    resp = _draws(h, j, paired, rows, n_slots=n, conv_factor=0, n_boot=n_boot, rng=rng)
+    more_c = _draws(h, j, paired, rows, n_slots=n, conv_factor=factor, n_boot=n_boot, rng=rng)
+    more_r = _draws(
+        h, j, paired, rows, n_slots=int(round(factor * n)), conv_factor=1, n_boot=n_boot, rng=rng
+    )
     width_now, width_c, width_r = (_width(d, level) for d in (now, more_c, more_r))
     v_two, v_resp = float(np.nanvar(now)), float(np.nanvar(resp))
     share = float(np.clip(1 - v_resp / v_two, 0, 1)) if v_two > 0 else math.nan

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as sps
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -71,6 +70,8 @@ class CellEstimates:
 
 
 def z_value(alpha: float) -> float:
+    from scipy import stats as sps  # lazily: scipy.stats costs ~1 s at start-up
+
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha}")
     return float(sps.norm.ppf(1.0 - alpha / 2.0))
@@ -91,7 +92,7 @@ def _floats(values: ArrayLike, name: str) -> FloatArray:
 
 
 def _sums(codes: IntArray, values: FloatArray, n_cells: int) -> FloatArray:
-    return np.bincount(codes, weights=values, minlength=n_cells)
+    return np.asarray(np.bincount(codes, weights=values, minlength=n_cells), dtype=np.float64)
 
 
 def ppi_mean_cells(
@@ -234,8 +235,8 @@ def crossppi_mean_cells(
     p = x1.shape[1]
     group = g * n_folds + k
     n_groups = n_cells * n_folds
-    xtx = np.empty((n_groups, p, p))
-    xty = np.empty((n_groups, p))
+    xtx: FloatArray = np.empty((n_groups, p, p))
+    xty: FloatArray = np.empty((n_groups, p))
     for a in range(p):
         xty[:, a] = np.bincount(group, weights=x1[:, a] * y, minlength=n_groups)
         for b in range(a, p):

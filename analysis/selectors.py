@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -186,7 +186,7 @@ def _published_cells(study: Study, q: Q) -> tuple[np.ndarray, np.ndarray]:
     return np.array(ids, dtype=np.int64).reshape(len(ids), 4), np.array(values, dtype=np.float64)
 
 
-def _lookup(codes: np.ndarray, table: dict[int, object]) -> np.ndarray:
+def _lookup(codes: np.ndarray, table: Mapping[int, object]) -> np.ndarray:
     """Map integer ids to labels with one vectorised take (no Python loop over rows).
 
     Plain object columns rather than categoricals: reports.py groups by these columns and

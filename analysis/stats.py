@@ -27,7 +27,6 @@ from typing import Literal
 import krippendorff
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as sps
 
 from scoring.rubric import ATTRIBUTE_NAMES
 
@@ -612,8 +611,11 @@ def composite_scores(
 
 def rank_descending(values: ArrayLike, axis: int = 0) -> FloatArray:
     """Ranks along ``axis`` with 1 = highest value, ties get the average rank, NaN stays NaN."""
+    from scipy import stats as sps  # lazily: scipy.stats costs ~1 s at start-up
+
     arr = _as_float(values)
-    return sps.rankdata(-arr, method="average", axis=axis, nan_policy="omit").astype(np.float64)
+    ranks: FloatArray = sps.rankdata(-arr, method="average", axis=axis, nan_policy="omit")
+    return ranks.astype(np.float64)
 
 
 def ranking(means: ArrayLike) -> RankingResult:
@@ -643,6 +645,8 @@ def paired_ttest(a: ArrayLike, b: ArrayLike) -> TTestResult:
     Use it for two responders over the conversations both were scored on (or two judges over
     the same items, as MB10 §4.3 does). ``mean_diff`` = mean(a − b).
     """
+    from scipy import stats as sps  # lazily: scipy.stats costs ~1 s at start-up
+
     x, y = _paired(a, b)
     n = int(x.size)
     nan = math.nan
@@ -890,6 +894,8 @@ def rouge_l(responses: Sequence[str], references: Sequence[str] | str) -> FloatA
 
 def correlation(x: ArrayLike, y: ArrayLike) -> CorrelationResult:
     """Pearson r and Spearman ρ (with p-values) over positions where both are present."""
+    from scipy import stats as sps  # lazily: scipy.stats costs ~1 s at start-up
+
     a, b = _paired(x, y)
     n = int(a.size)
     nan = math.nan
@@ -936,7 +942,7 @@ def _fleiss_from_counts(counts: FloatArray) -> tuple[FloatArray, list[str | None
         with np.errstate(divide="ignore", invalid="ignore"):
             kap = np.where(p_e < 1.0 - 1e-12, (p_bar - p_e) / (1.0 - p_e), np.nan)
         values[ok] = kap
-        for pos, lab in enumerate(np.flatnonzero(ok)):
+        for pos, lab in enumerate(np.flatnonzero(ok).tolist()):
             if np.isnan(kap[pos]):
                 reasons[lab] = "every rating falls in one category: kappa undefined"
     return values, reasons

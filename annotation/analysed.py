@@ -40,4 +40,4 @@ def analysed_ratings_q(prefix: str = "", *, clinician_ratings: str = FIRST) -> Q
         repeat__gt=OuterRef(f"{p}repeat"),
         status=Rating.Status.COMPLETE,
     )
-    return q & (judged | ~Exists(later))
+    return q & (judged | ~Q(Exists(later)))

@@ -14,10 +14,13 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import anthropic
-import openai
+# The SDKs are imported where they are used: every web process imports this module (through
+# judging.views), and only batch work needs them.
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
 from . import providers
 from .providers import Completion, EndpointConfig, OutputSchema
@@ -33,6 +36,9 @@ def supports_batch(*, provider: str, flag: bool) -> bool:
 
 def client(config: EndpointConfig) -> openai.OpenAI | anthropic.Anthropic:
     """A synchronous SDK client (no SDK retries: a failed poll is simply polled again later)."""
+    import anthropic
+    import openai
+
     api_key = config.api_key
     if not api_key and config.provider != "anthropic":
         api_key = "EMPTY"
@@ -128,6 +134,9 @@ def submit(
     is; Anthropic takes the requests in one JSON body, so one part is read into memory (the
     part size is bounded by the batch limits in settings).
     """
+    import anthropic
+    import openai
+
     try:
         if isinstance(sdk, anthropic.Anthropic):
             requests = [json.loads(line) for line in jsonl if line.strip()]
@@ -160,6 +169,9 @@ class BatchState:
 def retrieve(
     sdk: openai.OpenAI | anthropic.Anthropic, config: EndpointConfig, *, batch_id: str
 ) -> BatchState:
+    import anthropic
+    import openai
+
     try:
         if isinstance(sdk, anthropic.Anthropic):
             batch = sdk.messages.batches.retrieve(batch_id)
@@ -187,6 +199,9 @@ def retrieve(
 def cancel(
     sdk: openai.OpenAI | anthropic.Anthropic, config: EndpointConfig, *, batch_id: str
 ) -> None:
+    import anthropic
+    import openai
+
     try:
         if isinstance(sdk, anthropic.Anthropic):
             sdk.messages.batches.cancel(batch_id)
@@ -223,6 +238,9 @@ def results(
     spec: RequestSpec,
 ) -> Iterator[BatchResult]:
     """Every result of an ended batch, streamed line by line (never the whole file in memory)."""
+    import anthropic
+    import openai
+
     try:
         if isinstance(sdk, anthropic.Anthropic):
             tool, prefill = answer_tool(config, spec)
@@ -241,6 +259,8 @@ def results(
 
 
 def _openai_result(config: EndpointConfig, line: dict[str, Any]) -> BatchResult:
+    import openai
+
     custom_id = str(line.get("custom_id") or "")
     error = line.get("error") or {}
     response = line.get("response") or {}
@@ -302,6 +322,9 @@ def count_input_tokens(
     sdk: anthropic.Anthropic, config: EndpointConfig, *, system: str, user: str, spec: RequestSpec
 ) -> int:
     """Anthropic's token-counting endpoint for one request exactly as it would be sent."""
+    import anthropic
+    import openai
+
     line = request_line(config, custom_id="count", system=system, user=user, spec=spec)
     params = {
         k: v

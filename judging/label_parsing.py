@@ -3,8 +3,8 @@
 This path stays importable for existing callers; new code imports ``scoring.label_parsing``.
 """
 
+from scoring.distortions import OTHERS  # noqa: F401
 from scoring.label_parsing import (  # noqa: F401
-    OTHERS,
     RANKED_MAX_LABELS,
     LabelParse,
     LabelSpec,

@@ -30,10 +30,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import anthropic
-import openai
+# The SDKs take ~1.5 s to import together; every management command, web and worker process
+# imports this module (through judging.models), and only LLM calls need them, so the functions
+# that do import them on first use.
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
 from scoring.parsing import strip_think  # noqa: F401  (re-exported: providers strip answers)
 
@@ -302,6 +306,9 @@ def _status_detail(exc: openai.APIStatusError | anthropic.APIStatusError) -> str
 
 def _map_exception(config: EndpointConfig, exc: BaseException) -> ProviderError | None:
     """Our error for an SDK/asyncio exception, or None when it is not one we know."""
+    import anthropic
+    import openai
+
     if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
         return _map_status(config, exc)
     if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError | TimeoutError):
@@ -337,6 +344,9 @@ def make_client(config: EndpointConfig) -> openai.AsyncOpenAI | anthropic.AsyncA
     Retry-After handling would be split between code we do not control and ours, and our attempt
     counts would be wrong. So every retry decision is taken in one place: ours.
     """
+    import anthropic
+    import openai
+
     api_key = config.api_key
     if not api_key and config.provider in ("openai_compatible", "vllm"):
         # vLLM and most local servers accept any key; the SDK insists on having one.
@@ -504,6 +514,8 @@ def openai_completion(
     config: EndpointConfig, response: Any, *, latency: float, request_id: str | None = None
 ) -> Completion:
     """A Completion from a ChatCompletion (a live answer, or one line of a batch's results)."""
+    import openai
+
     if not isinstance(response, openai.types.chat.ChatCompletion):
         # A non-JSON content type: the SDK hands back the body as a string instead of raising.
         raise TransientError(f"{config.label}: response body is not JSON", endpoint=config.label)
@@ -611,6 +623,8 @@ def anthropic_completion(
     request_id: str | None = None,
 ) -> Completion:
     """A Completion from a Message (a live answer, or one result of a message batch)."""
+    import anthropic
+
     if not isinstance(response, anthropic.types.Message):
         raise TransientError(f"{config.label}: response body is not JSON", endpoint=config.label)
     texts: list[str] = []
@@ -701,6 +715,8 @@ async def complete(
     structured-output mode says (nothing when it is "off"). `client` should be a long-lived
     client from `make_client(config)`; without one a client is created and closed for this call.
     """
+    import anthropic
+
     system_text, turns = _messages(system=system, user=user, messages=messages)
     params = _sampling(config, temperature=temperature, max_tokens=max_tokens)
     own_client = client is None

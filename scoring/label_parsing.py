@@ -389,7 +389,7 @@ def _json_values(value: object) -> Iterable[str]:
 
 
 def _from_json(
-    obj: Mapping[str, object] | list, matcher: _Matcher
+    obj: Mapping[str, object] | list[object], matcher: _Matcher
 ) -> tuple[list[_Segment] | None, str | None]:
     """(segments, error). Recognises {"labels": [...]}, {"dominant": …, "secondary": …},
     {"Emotional Reasoning": true, …} and a bare ["…", "…"]."""

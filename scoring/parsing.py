@@ -25,7 +25,7 @@ else is an error with a reason; the caller always keeps the raw text.
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -117,7 +117,7 @@ class JudgeParse:
 # --------------------------------------------------------------------------------------------
 
 
-class JsonObject(dict):
+class JsonObject(dict[str, object]):
     """A decoded JSON object that remembers keys written more than once (case- and
     space-insensitive), which a plain dict would silently collapse to the last value."""
 
@@ -223,7 +223,7 @@ def _stated(text: str, keys: Sequence[str]) -> dict[str, list[re.Match[str]]]:
 _TERMINATED = re.compile(r"""["'*_]*\s*[,}\n]""")
 
 
-def _by_key(obj: dict) -> dict[str, object]:
+def _by_key(obj: Mapping[str, object]) -> dict[str, object]:
     return {str(k).strip().casefold(): v for k, v in obj.items()}
 
 
@@ -263,7 +263,7 @@ def _scores(
     problems: list[str] = []
     for attribute in attributes:
         value, problem = _to_score(raw_scores[attribute], scale)
-        if problem:
+        if problem or value is None:
             problems.append(f"{attribute}: {problem}")
         else:
             scores[attribute] = value
@@ -356,7 +356,8 @@ def _from_broken(text: str, attributes: Sequence[str], scale: tuple[int, int]) -
     for attribute in attributes:
         if attribute.casefold() not in by_key:
             continue  # reported as missing; a mention inside the explanation is not a key
-        (match,) = stated.get(attribute) or [None]
+        matches = stated.get(attribute) or []
+        match = matches[0] if len(matches) == 1 else None
         if match is None or match.start() < start:
             problems.append(f"{attribute}: no number written as its value")
             continue

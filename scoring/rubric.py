@@ -3,10 +3,12 @@
 Studies get it by default; a study may instead use any rubric built in the admin.
 """
 
+from typing import Any
+
 DEFAULT_RUBRIC_NAME = "MentalBench 7-attribute rubric"
 
 # (name, group, description, {score: anchor}) — anchors verbatim from the guidelines.
-DEFAULT_ATTRIBUTES: list[dict] = [
+DEFAULT_ATTRIBUTES: list[dict[str, Any]] = [
     {
         "name": "Guidance",
         "group": "CSS",

@@ -1,11 +1,19 @@
 """Shared fixtures. Tests run on real PostgreSQL (bin/test sets DATABASE_URL)."""
 
+from __future__ import annotations
+
 import os
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from django.db import transaction
+
+if TYPE_CHECKING:
+    from annotation.models import Study
 
 SHARED = Path(os.environ.get("MENTALBENCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 MENTALALIGN = SHARED / "data" / "mentalalign70k"
@@ -90,28 +98,36 @@ def _import_mentalalign(directory: Path) -> None:
     )
 
 
-@pytest.fixture(scope="session")
-def _mentalalign_committed(django_db_setup, django_db_blocker) -> bool:
-    """Import the three released workbooks once per session, committed, before any test runs."""
-    if not (MENTALALIGN / "Human_judge.xlsx").exists():
-        return False
-    with django_db_blocker.unblock():
+def mentalalign_get_or_import() -> Study:
+    """The imported MentalAlign-70k study; imported again where it is missing (a transactional
+    test, such as a browser test's live_server, flushes the database)."""
+    from annotation.models import Study
+
+    study = Study.objects.filter(name=MENTALALIGN_STUDY).first()
+    if study is None:
         _import_mentalalign(MENTALALIGN)
-    return True
+        study = Study.objects.get(name=MENTALALIGN_STUDY)
+    return study
+
+
+@pytest.fixture(scope="module")
+def mentalalign_module(django_db_setup, django_db_blocker) -> Study:
+    """The released workbooks imported once for a test module, inside a transaction rolled back
+    at the module's end (each test runs in a savepoint within it).
+
+    Never committed: a committed study would be seen by every later test that counts all
+    conversations, and the tests would pass or fail by the order they run in.
+    """
+    require_shared()
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield mentalalign_get_or_import()
+        transaction.set_rollback(True)
 
 
 @pytest.fixture
-def mentalalign_study(_mentalalign_committed, db):
+def mentalalign_study(mentalalign_module, db) -> Study:
     """The MentalAlign-70k study (human + claude-3.7-sonnet + gpt-4o judges)."""
-    from annotation.models import Study
-
-    directory = require_shared()
-    study = Study.objects.filter(name=MENTALALIGN_STUDY).first()
-    if study is None:
-        # A transactional test flushed the committed copy: import inside this test instead.
-        _import_mentalalign(directory)
-        study = Study.objects.get(name=MENTALALIGN_STUDY)
-    return study
+    return mentalalign_module
 
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -125,7 +141,13 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+# Browser tests save screenshots of the pages they drive. Into a scratch directory by default:
+# a test run must not rewrite tracked files. `bin/screenshots` points this at docs/screenshots to
+# regenerate the documentation's images on purpose.
+SCREENSHOTS = Path(
+    os.environ.get("MENTALBENCH_SCREENSHOTS")
+    or Path(tempfile.gettempdir()) / f"mentalbench-screenshots-{os.getuid()}"
+).resolve()
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +216,33 @@ def _fresh_access_counters(request):
     cache.delete(key)
     yield
     cache.delete(key)
+
+
+# Users by role, one definition each. Named so as not to shadow pytest-django's `admin_user` /
+# `admin_client` (a superuser), which tests use for Django's own admin.
+@pytest.fixture
+def admin_member(db, django_user_model):
+    """A member of the *admin* group (not staff): the platform's study administrator."""
+    from annotation.roles import ADMIN, role_add
+
+    user = django_user_model.objects.create_user(username="adam", password="pw")
+    role_add(user=user, role=ADMIN)
+    return user
+
+
+@pytest.fixture
+def admin_member_client(client, admin_member):
+    client.force_login(admin_member)
+    return client
+
+
+@pytest.fixture
+def staff_user(db, django_user_model):
+    """A staff account with no role group."""
+    return django_user_model.objects.create_user("boss", password="pw-12345678", is_staff=True)
+
+
+@pytest.fixture
+def staff_client(client, staff_user):
+    client.force_login(staff_user)
+    return client

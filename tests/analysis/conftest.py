@@ -4,14 +4,11 @@ self-preference exclusion), a draft and an invalid rating that must not count.""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
-from django.db import transaction
 
 from annotation.models import (
     Assignment,
@@ -26,7 +23,6 @@ from annotation.models import (
 )
 from annotation.roles import CLINICIAN, RESEARCHER, role_add
 from annotation.services import rubric_get_or_create_default
-from tests.conftest import MENTALALIGN, MENTALALIGN_STUDY, require_shared
 
 RESPONDERS = [("original", True, 3.0), ("m1", False, 4.2), ("m2", False, 3.6), ("m3", False, 2.8)]
 RESPONDERS += [("m4", False, 4.6)]
@@ -137,39 +133,3 @@ def researcher(db):
 @pytest.fixture
 def clinician_user(db):
     return _user("clin", CLINICIAN)
-
-
-@pytest.fixture
-def admin_user_(db):
-    return _user("boss", None, is_staff=True)
-
-
-def mentalalign_get_or_import() -> Study:
-    """The imported MentalAlign-70k study; imported again when a transactional test (the
-    browser test's live_server) has flushed the session's committed copy."""
-    study = Study.objects.filter(name=MENTALALIGN_STUDY).first()
-    if study is None:
-        call_command(
-            "import_mentalalign",
-            "--study", MENTALALIGN_STUDY,
-            "--human", str(MENTALALIGN / "Human_judge.xlsx"),
-            "--judge", f"claude-3.7-sonnet={MENTALALIGN / 'claude_llm_judge.xlsx'}",
-            "--judge", f"gpt-4o={MENTALALIGN / 'gpt-4o_llm_judge.xlsx'}",
-            stdout=open(os.devnull, "w"),  # noqa: SIM115
-        )  # fmt: skip
-        study = Study.objects.get(name=MENTALALIGN_STUDY)
-    return study
-
-
-@pytest.fixture(scope="module")
-def mentalalign_module(django_db_setup, django_db_blocker) -> Study:
-    """The released workbooks imported once for a test module, inside a transaction rolled back
-    at the module's end (each test runs in a savepoint within it).
-
-    Not the session's committed copy (tests.conftest.mentalalign_study): this directory runs
-    first, and a committed study would be seen by later tests that count all conversations.
-    """
-    require_shared()
-    with django_db_blocker.unblock(), transaction.atomic():
-        yield mentalalign_get_or_import()
-        transaction.set_rollback(True)

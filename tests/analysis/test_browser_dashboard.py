@@ -6,8 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.roles import RESEARCHER, role_add
-from tests.analysis.conftest import mentalalign_get_or_import
-from tests.conftest import MENTALALIGN_STUDY, SCREENSHOTS, require_shared
+from tests.conftest import MENTALALIGN_STUDY, SCREENSHOTS, mentalalign_get_or_import, require_shared
 
 pytestmark = [pytest.mark.browser, pytest.mark.shared_data, pytest.mark.django_db(transaction=True)]
 

@@ -122,7 +122,7 @@ def test_reliability_report_command_csv(poisoned):
     assert_safe(out.getvalue(), EVIL_JUDGE)
 
 
-def test_audit_csvs(client, admin_user_, poisoned):
+def test_audit_csvs(client, staff_user, poisoned):
     rating = Rating.objects.filter(response__conversation__external_id=EVIL_ID).first()
     RatingChange.objects.create(rating=rating, field="rationale", old_value="", new_value="@x")
     clinician = poisoned.clinicians[0]
@@ -131,7 +131,7 @@ def test_audit_csvs(client, admin_user_, poisoned):
         rater=clinician, conversation=conversation, status="draft", source="form", labels=[]
     )
     LabelChange.objects.create(annotation=annotation, field="labels", old_value="", new_value="-x")
-    client.force_login(admin_user_)
+    client.force_login(staff_user)
     url = reverse("annotation:manage_audit")
     assert_safe(client.get(url, {"format": "csv"}).content.decode(), EVIL_ID, "@x")
     assert_safe(client.get(url, {"format": "labels-csv"}).content.decode(), EVIL_ID, "-x")

@@ -202,7 +202,7 @@ def _token_client(user):
 
 
 def test_api_lists_label_annotations_of_runs_and_clinicians(
-    cd_study, researcher, admin_user_, django_assert_max_num_queries
+    cd_study, researcher, staff_user, django_assert_max_num_queries
 ):
     study, run = cd_study
     conversation = study.conversations.get(external_id="m2")
@@ -229,10 +229,10 @@ def test_api_lists_label_annotations_of_runs_and_clinicians(
     # Researchers get no drafts and no names; an admin asks explicitly, and it is audited.
     assert api.get("/api/label-annotations/", {"status": "draft"}).status_code == 403
     assert api.get("/api/label-annotations/", {"rater": "dr-who"}).json()["count"] == 0
-    admin = _token_client(admin_user_)
+    admin = _token_client(staff_user)
     drafts = admin.get("/api/label-annotations/", {"status": "draft", "identified": 1}).json()
     assert [r["rater"] for r in drafts["results"]] == ["dr-draft"]
-    assert ExportLog.objects.get(what="api:label-annotations").user == admin_user_
+    assert ExportLog.objects.get(what="api:label-annotations").user == staff_user
 
 
 def test_api_label_annotations_refuse_clinicians_and_bad_filters(

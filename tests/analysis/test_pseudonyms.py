@@ -143,7 +143,7 @@ def test_researchers_may_not_ask_for_names_drafts_or_times(client, researcher, s
 
 
 def test_admin_gets_names_times_and_drafts_on_explicit_request_and_it_is_audited(
-    client, admin_user_, small_study
+    client, staff_user, small_study
 ):
     study = small_study.study
     # A draft of a flagged conversation: unfinished work, never in a default list.
@@ -151,7 +151,7 @@ def test_admin_gets_names_times_and_drafts_on_explicit_request_and_it_is_audited
     Assignment.objects.create(
         rater=draft.rater, conversation=draft.response.conversation, status="flagged"
     )
-    api = _api(admin_user_)
+    api = _api(staff_user)
     default = api.get("/api/ratings/", {"study": study.pk, "limit": 1000}).json()
     assert draft.pk not in {r["id"] for r in default["results"]}
     assert not any(r["rater"] in NAMES for r in default["results"])
@@ -163,14 +163,14 @@ def test_admin_gets_names_times_and_drafts_on_explicit_request_and_it_is_audited
     assert not DAY.fullmatch(exact) and exact.startswith(draft.created_at.date().isoformat())
     log = ExportLog.objects.get()
     assert (log.user, log.channel, log.what, log.study) == (
-        admin_user_,
+        staff_user,
         "api",
         "api:ratings",
         study,
     )
     assert log.params["identified"] == ["1"] and log.params["status"] == ["draft"]
 
-    client.force_login(admin_user_)
+    client.force_login(staff_user)
     url = reverse("analysis:ratings_csv", args=[study.pk])
     rows = _csv(_stream(client.get(url, {"identified": "1"})))
     assert {r["rater"] for r in rows if r["rater_kind"] == "clinician"} == set(NAMES)

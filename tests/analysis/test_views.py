@@ -62,8 +62,8 @@ def test_researcher_sees_the_dashboard_with_charts_and_tables(client, researcher
     assert "Correlation of ROUGE-L" in html
 
 
-def test_admin_sees_the_dashboard(client, admin_user_, urls):
-    client.force_login(admin_user_)
+def test_admin_sees_the_dashboard(client, staff_user, urls):
+    client.force_login(staff_user)
     assert client.get(urls["dashboard"]).status_code == 200
 
 

@@ -9,7 +9,7 @@ from django.db import connection
 from playwright.sync_api import expect
 
 from annotation.models import Conversation, Rater, Responder, Response
-from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
+from annotation.roles import CLINICIAN, RESEARCHER, role_add
 from annotation.services import assignments_create, study_get_or_create
 
 # Names chosen so that a leak is unmistakable in rendered HTML.
@@ -95,13 +95,6 @@ def other_clinician(db, django_user_model):
 def researcher(db, django_user_model):
     user = django_user_model.objects.create_user(username="rita", password="pw")
     role_add(user=user, role=RESEARCHER)
-    return user
-
-
-@pytest.fixture
-def admin_user(db, django_user_model):
-    user = django_user_model.objects.create_user(username="adam", password="pw")
-    role_add(user=user, role=ADMIN)
     return user
 
 

@@ -106,14 +106,14 @@ def training_study(db):
     return study
 
 
-def test_reference_csv_problems_name_row_and_column_and_write_nothing(training_study, admin_user):
+def test_reference_csv_problems_name_row_and_column_and_write_nothing(training_study, admin_member):
     text = _references_csv(training_study)
     lines = text.splitlines()
     lines[2] = lines[2].rsplit(",", 1)[0] + ",9"  # off the scale
     lines[3] = "c1," + lines[3].split(",", 1)[1]  # not a practice conversation
     rows = reference_csv_rows(text="\n".join(lines), file="refs.csv")
     with pytest.raises(ReferenceProblems) as caught:
-        reference_scores_set(study=training_study, rows=rows, user=admin_user, file="refs.csv")
+        reference_scores_set(study=training_study, rows=rows, user=admin_member, file="refs.csv")
     problems = caught.value.problems
     assert any("refs.csv, row 3, score: 9 is not on the" in p for p in problems)
     assert any("refs.csv, row 4, conversation: 'c1' is not a practice conversation" in p
@@ -135,10 +135,10 @@ def test_practice_conversations_are_never_assigned_as_real_work(training_study, 
 
 
 def test_clinician_trains_first_sees_the_reference_then_gets_real_work(
-    training_study, clinician, client, admin_user
+    training_study, clinician, client, admin_member
 ):
     rows = reference_csv_rows(text=_references_csv(training_study), file="refs.csv")
-    reference_scores_set(study=training_study, rows=rows, user=admin_user)
+    reference_scores_set(study=training_study, rows=rows, user=admin_member)
     assignments_create(study=training_study, clinicians=[clinician])
     (practice,) = practice_assign(study=training_study, clinicians=[clinician])
     user = clinician.user
@@ -171,34 +171,34 @@ def test_clinician_trains_first_sees_the_reference_then_gets_real_work(
     assert len(assignments_for_user(user=user)) == 4
 
     admin = client
-    admin.force_login(admin_user)
+    admin.force_login(admin_member)
     results = admin.get(reverse("annotation:manage_training") + f"?study={training_study.pk}")
     assert results.status_code == 200 and "alice" in results.content.decode()
 
 
-def test_admin_lets_a_clinician_through(training_study, clinician, client, admin_user):
+def test_admin_lets_a_clinician_through(training_study, clinician, client, admin_member):
     reference_scores_set(
         study=training_study,
         rows=reference_csv_rows(text=_references_csv(training_study)),
-        user=admin_user,
+        user=admin_member,
     )
     assignments_create(study=training_study, clinicians=[clinician])
     practice_assign(study=training_study, clinicians=[clinician])
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     response = client.post(
         reverse("annotation:manage_training"),
         {"study": training_study.pk, "action": "let_through", "rater": clinician.pk},
     )
     assert response.status_code == 302
     outcome = clinician.training_outcomes.get()
-    assert outcome.passed and outcome.decided_by == admin_user
+    assert outcome.passed and outcome.decided_by == admin_member
     assert len(assignments_for_user(user=clinician.user)) == 4
 
 
 def test_reference_csv_upload_errors_are_shown_and_nothing_is_saved(
-    training_study, client, admin_user
+    training_study, client, admin_member
 ):
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     upload = io.BytesIO(b"conversation,responder,attribute,score\nc0,zz-gpt4o,Nonsense,3\n")
     upload.name = "refs.csv"
     response = client.post(
@@ -216,13 +216,13 @@ def test_reference_csv_upload_errors_are_shown_and_nothing_is_saved(
 
 
 @pytest.fixture
-def mixed_study(training_study, clinician, admin_user):
+def mixed_study(training_study, clinician, admin_member):
     """One real conversation submitted (all 3s) and one practice conversation submitted (all 5s,
     rationale PRACTICE-ONLY) by the same clinician."""
     reference_scores_set(
         study=training_study,
         rows=reference_csv_rows(text=_references_csv(training_study)),
-        user=admin_user,
+        user=admin_member,
     )
     (practice,) = practice_assign(study=training_study, clinicians=[clinician])
     _rate_all(practice, clinician.user, score=lambda item, attribute: 5)
@@ -408,7 +408,7 @@ def test_drift_compares_with_the_other_clinicians(retest_study, clinician, other
 
 
 def test_top_up_gives_just_the_missing_responses_audited(
-    study, clinician, other_clinician, client, admin_user
+    study, clinician, other_clinician, client, admin_member
 ):
     created = assignments_create(study=study, clinicians=[clinician, other_clinician], overlap=2,
                                  overlap_fraction=1.0)  # fmt: skip
@@ -426,7 +426,7 @@ def test_top_up_gives_just_the_missing_responses_audited(
     # Assigning again creates nothing: the conversation is already theirs.
     assert assignments_create(study=study, clinicians=[clinician, other_clinician], overlap=2,
                               overlap_fraction=1.0) == []  # fmt: skip
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     manage = client.get(reverse("annotation:manage") + f"?study={study.pk}").content.decode()
     assert "2 clinicians have not seen 2 responses" in manage
     response = client.post(reverse("annotation:manage_topup"), {"study": study.pk})
@@ -446,10 +446,10 @@ def test_top_up_gives_just_the_missing_responses_audited(
     assert {c.field for c in changes} == {
         "items",
         "status",
-    } and changes.first().changed_by == admin_user
+    } and changes.first().changed_by == admin_member
     # Idempotent.
     assert topup_summary(study=study).items == 0
-    assert topup_assign(study=study, user=admin_user).items == 0
+    assert topup_assign(study=study, user=admin_member).items == 0
 
 
 def test_top_up_of_unstarted_work_redraws_the_order_from_the_seed(study, clinician):
@@ -477,7 +477,7 @@ def test_edit_time_is_shared_by_the_gaps_before_each_edit():
 
 
 def test_time_per_response_adds_up_to_the_conversation_and_reaches_the_export(
-    study, assignment, clinician, client, admin_user
+    study, assignment, clinician, client, admin_member
 ):
     _rate_all(assignment, clinician.user)
     assignment_submit(assignment=assignment, user=clinician.user)
@@ -501,13 +501,13 @@ def test_time_per_response_adds_up_to_the_conversation_and_reaches_the_export(
     assert all(float(r["active_seconds"]) > 0 for r in rows)
     pseudonymous = list(csv.DictReader(io.StringIO("".join(export.long_csv(study=study)))))
     assert {r["active_seconds"] for r in pseudonymous} == {""}
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     page = client.get(reverse("annotation:manage_time_on_task") + f"?study={study.pk}")
     assert "300 s" in page.content.decode()
 
 
-def test_admin_types_reference_scores_on_the_training_page(training_study, client, admin_user):
-    client.force_login(admin_user)
+def test_admin_types_reference_scores_on_the_training_page(training_study, client, admin_member):
+    client.force_login(admin_member)
     url = reverse("annotation:manage_training")
     page = client.get(f"{url}?study={training_study.pk}").content.decode()
     response = Response.objects.filter(conversation__external_id="c0").order_by("id").first()
@@ -547,14 +547,14 @@ def test_researcher_may_analyse_the_latest_ratings_instead(
 
 
 def test_practice_and_repeats_stay_with_their_clinician(
-    training_study, clinician, other_clinician, admin_user
+    training_study, clinician, other_clinician, admin_member
 ):
     from annotation.services import assignment_reassign, assignment_reclaim
 
     reference_scores_set(
         study=training_study,
         rows=reference_csv_rows(text=_references_csv(training_study)),
-        user=admin_user,
+        user=admin_member,
     )
     (practice,) = practice_assign(study=training_study, clinicians=[clinician])
     for move in (assignment_reassign, assignment_reclaim):

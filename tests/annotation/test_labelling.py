@@ -252,7 +252,9 @@ def test_labelling_page_shows_nothing_of_other_raters(alice, ranked_study, clini
 
 
 @pytest.mark.django_db
-def test_label_changes_appear_in_the_admin_audit_trail(client, ranked_study, clinician, admin_user):
+def test_label_changes_appear_in_the_admin_audit_trail(
+    client, ranked_study, clinician, admin_member
+):
     assignment = _assign(ranked_study, clinician)[0]
     label_annotation_save(
         assignment=assignment, user=clinician.user, labels=["Labeling"], edited_ms=1
@@ -260,7 +262,7 @@ def test_label_changes_appear_in_the_admin_audit_trail(client, ranked_study, cli
     label_annotation_save(
         assignment=assignment, user=clinician.user, labels=["Mind Reading"], edited_ms=2
     )
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     page = client.get(reverse("annotation:manage_audit")).content.decode()
     assert "Distortion labels" in page and "Mind Reading" in page
     rows = client.get(reverse("annotation:manage_audit"), {"format": "labels-csv"})

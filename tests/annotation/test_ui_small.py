@@ -34,10 +34,10 @@ def _rationale_changes(assignment, user, n: int) -> None:
         )  # fmt: skip
 
 
-def test_audit_trail_is_paginated(client, admin_user, assignment, clinician):
+def test_audit_trail_is_paginated(client, admin_member, assignment, clinician):
     _rationale_changes(assignment, clinician.user, 55)
     assert RatingChange.objects.count() >= 55
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     first = client.get(reverse("annotation:manage_audit")).content.decode()
     assert "Page 1 of 2" in first and first.count("<tr><td>") == 50
     second = client.get(reverse("annotation:manage_audit") + "?page=2").content.decode()

@@ -75,12 +75,12 @@ def test_anonymous_users_are_sent_to_login(client, assignment):
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
-def test_home_routes_each_role(client, clinician, researcher, admin_user):
+def test_home_routes_each_role(client, clinician, researcher, admin_member):
     client.force_login(clinician.user)
     assert client.get("/")["Location"] == reverse("annotation:queue")
     client.force_login(researcher)
     assert client.get("/")["Location"] == "/analysis/"
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     assert client.get("/")["Location"] == reverse("annotation:manage")
 
 
@@ -178,9 +178,11 @@ def test_rating_page_runs_a_fixed_number_of_queries(
 # --- admin pages ----------------------------------------------------------------------------------
 
 
-def test_admin_assigns_with_overlap_and_sees_progress(client, admin_user, study, django_user_model):
+def test_admin_assigns_with_overlap_and_sees_progress(
+    client, admin_member, study, django_user_model
+):
     a, b = make_clinician(django_user_model, "a1"), make_clinician(django_user_model, "b1")
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     response = client.post(
         reverse("annotation:manage_assign"),
         {"study": study.pk, "clinicians": [a.pk, b.pk], "overlap": 2, "overlap_percent": 100},
@@ -192,9 +194,9 @@ def test_admin_assigns_with_overlap_and_sees_progress(client, admin_user, study,
 
 
 def test_admin_invites_a_clinician_who_sets_a_password_with_the_link(
-    client, admin_user, django_user_model
+    client, admin_member, django_user_model
 ):
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     page = client.post(reverse("annotation:manage_invite"), {"username": "dora"}).content.decode()
     link = re.search(r'id="password-link">http://testserver([^<]+)<', page).group(1)
     client.logout()
@@ -212,13 +214,13 @@ def test_admin_invites_a_clinician_who_sets_a_password_with_the_link(
     )
 
 
-def test_admin_sees_and_exports_the_audit_trail(client, admin_user, assignment, clinician):
+def test_admin_sees_and_exports_the_audit_trail(client, admin_member, assignment, clinician):
     item = assignment.items.first()
     client.force_login(clinician.user)
     attribute = _attribute_ids(assignment)[0]
     _save(client, assignment, item=item.token, attribute=attribute, score=2)
     _save(client, assignment, item=item.token, attribute=attribute, score=5)
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     assert b"Audit trail" in client.get(reverse("annotation:manage_audit")).content
     study = assignment.conversation.study
     export = client.get(reverse("annotation:manage_audit") + f"?format=csv&study={study.pk}")
@@ -232,9 +234,9 @@ def test_admin_sees_and_exports_the_audit_trail(client, admin_user, assignment, 
 
 
 def test_admin_reassigns_unstarted_work_and_reclaims_only_stale_work(
-    client, admin_user, assignment, clinician, other_clinician
+    client, admin_member, assignment, clinician, other_clinician
 ):
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     url = reverse("annotation:manage_reassign", args=[assignment.pk])
     assert client.post(url, {"rater": other_clinician.pk}).status_code == 302
     assert Assignment.objects.get(pk=assignment.pk).rater == other_clinician
@@ -242,7 +244,7 @@ def test_admin_reassigns_unstarted_work_and_reclaims_only_stale_work(
     started = Assignment.objects.filter(rater=clinician).first()
     client.force_login(clinician.user)
     _save(client, started, item=started.items.first().token, rationale="begun")
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     client.post(
         reverse("annotation:manage_reassign", args=[started.pk]), {"rater": other_clinician.pk}
     )
@@ -255,8 +257,8 @@ def test_admin_reassigns_unstarted_work_and_reclaims_only_stale_work(
     assert "this assignment was started" in page or "untouched" in page
 
 
-def test_admin_issues_a_password_reset_link(client, admin_user, clinician):
-    client.force_login(admin_user)
+def test_admin_issues_a_password_reset_link(client, admin_member, clinician):
+    client.force_login(admin_member)
     url = reverse("annotation:manage_reset_link", args=[clinician.user.pk])
     page = client.post(url).content.decode()
     assert re.search(r'id="password-link">http://testserver/accounts/set-password/', page)
@@ -272,9 +274,9 @@ def test_the_queue_continues_started_work_first(alice, assignment, clinician):
 
 
 def test_admin_overview_runs_a_fixed_number_of_queries(
-    client, admin_user, assignment, other_clinician, django_assert_max_num_queries
+    client, admin_member, assignment, other_clinician, django_assert_max_num_queries
 ):
-    client.force_login(admin_user)
+    client.force_login(admin_member)
     with django_assert_max_num_queries(15):
         page = client.get(reverse("annotation:manage"))
     assert page.status_code == 200 and page.content.decode().count("Reassign") == 3

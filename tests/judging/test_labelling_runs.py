@@ -12,7 +12,6 @@ import pytest
 from django.urls import reverse
 
 from annotation.models import Conversation, LabelAnnotation, Study
-from annotation.roles import ADMIN, role_add
 from annotation.services import study_get_or_create
 from judging import services
 from judging.models import Run, RunItem
@@ -152,16 +151,8 @@ def test_labelling_run_needs_a_distortion_study(endpoint_factory):
         services.labelling_run_create(study_id=study.id, endpoint=endpoint_factory())
 
 
-@pytest.fixture
-def admin_client(client, django_user_model):
-    user = django_user_model.objects.create_user("adminl", password="pw")
-    role_add(user=user, role=ADMIN)
-    client.force_login(user)
-    return client
-
-
 @pytest.mark.django_db
-def test_launch_form_refuses_temperature_zero_and_explains(admin_client, endpoint_factory):
+def test_launch_form_refuses_temperature_zero_and_explains(admin_member_client, endpoint_factory):
     study = distortion_study(["I am a failure."])
     endpoint = endpoint_factory()
     data = {
@@ -177,7 +168,7 @@ def test_launch_form_refuses_temperature_zero_and_explains(admin_client, endpoin
         "parallel_tasks": 1,
         "confirm_cost": "on",
     }
-    response = admin_client.post(reverse("judging:labelling_new"), data)
+    response = admin_member_client.post(reverse("judging:labelling_new"), data)
     assert response.status_code == 200
     assert "Appendix C" in response.content.decode()
     assert not Run.objects.filter(study=study).exists()
@@ -185,13 +176,13 @@ def test_launch_form_refuses_temperature_zero_and_explains(admin_client, endpoin
 
 @pytest.mark.django_db
 def test_launch_form_starts_a_labelling_run_and_previews_the_prompt(
-    admin_client, endpoint_factory, django_capture_on_commit_callbacks
+    admin_member_client, endpoint_factory, django_capture_on_commit_callbacks
 ):
     study = distortion_study(["I am a failure."])
     endpoint = endpoint_factory()
-    page = admin_client.get(reverse("judging:labelling_new")).content.decode()
+    page = admin_member_client.get(reverse("judging:labelling_new")).content.decode()
     assert 'value="5"' in page  # five runs per message by default
-    preview = admin_client.get(
+    preview = admin_member_client.get(
         reverse("judging:preview", args=["labelling"]), {"study": study.pk}
     ).content.decode()
     assert "COGNITIVE DISTORTIONS LIST" in preview and "I am a failure." in preview
@@ -209,7 +200,7 @@ def test_launch_form_starts_a_labelling_run_and_previews_the_prompt(
         "confirm_cost": "on",
     }
     with django_capture_on_commit_callbacks(execute=False):
-        response = admin_client.post(reverse("judging:labelling_new"), data)
+        response = admin_member_client.post(reverse("judging:labelling_new"), data)
     run = Run.objects.get(study=study)
     assert response.status_code == 302 and run.kind == "labelling"
     assert RunItem.objects.filter(run=run).count() == 5

@@ -25,13 +25,6 @@ def eager_celery():
     app.conf.task_always_eager = saved
 
 
-@pytest.fixture
-def admin_client(client, db):
-    user = get_user_model().objects.create_user("boss", password="pw-123456", is_staff=True)
-    client.force_login(user)
-    return client
-
-
 def test_clinicians_cannot_open_run_pages(client, db, study, endpoint_factory):
     user = get_user_model().objects.create_user("doc", password="pw-123456")
     role_add(user=user, role=CLINICIAN)
@@ -46,9 +39,9 @@ def test_clinicians_cannot_open_run_pages(client, db, study, endpoint_factory):
     assert client.post(reverse("judging:run_cancel", args=[run.pk])).status_code == 403
 
 
-def test_preview_shows_the_exact_prompt_of_one_item(admin_client, study, endpoint_factory):
+def test_preview_shows_the_exact_prompt_of_one_item(staff_client, study, endpoint_factory):
     endpoint = endpoint_factory()
-    page = admin_client.get(
+    page = staff_client.get(
         reverse("judging:preview", args=["judge"]),
         {"study": study.pk, "endpoint": endpoint.pk},
         HTTP_HX_REQUEST="true",
@@ -57,20 +50,20 @@ def test_preview_shows_the_exact_prompt_of_one_item(admin_client, study, endpoin
     assert page.status_code == 200
     assert "You are evaluating responses to mental health concerns" in html
     assert "Guidance (1-5)" in html and "I have been feeling low" in html
-    generation = admin_client.get(
+    generation = staff_client.get(
         reverse("judging:preview", args=["generation"]), {"study": study.pk}
     ).content.decode()
     assert "You are a licensed psychiatrist" in generation
 
 
 def test_launch_from_the_page_runs_in_process_in_demo_mode(
-    admin_client, study, endpoint_factory, eager_celery, django_capture_on_commit_callbacks
+    staff_client, study, endpoint_factory, eager_celery, django_capture_on_commit_callbacks
 ):
     endpoint = endpoint_factory()
-    form = admin_client.get(reverse("judging:judge_new"))
+    form = staff_client.get(reverse("judging:judge_new"))
     assert form.status_code == 200 and "Preview the prompt" in form.content.decode()
     with django_capture_on_commit_callbacks(execute=True):
-        answer = admin_client.post(
+        answer = staff_client.post(
             reverse("judging:judge_new"),
             {
                 "study": study.pk,
@@ -90,20 +83,20 @@ def test_launch_from_the_page_runs_in_process_in_demo_mode(
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
     assert Rating.objects.filter(run=run, status="complete").count() == 6
-    page = admin_client.get(answer.url).content.decode()
+    page = staff_client.get(answer.url).content.decode()
     assert "6 / 6 items" in page and "Done" in page and "cost so far $0.0" in page
     # The htmx partial of a finished run stops polling.
-    partial = admin_client.get(answer.url, HTTP_HX_REQUEST="true").content.decode()
+    partial = staff_client.get(answer.url, HTTP_HX_REQUEST="true").content.decode()
     assert partial.lstrip().startswith('<section id="run-progress"')
     assert "hx-trigger" not in partial
 
 
 def test_generation_launch_for_several_models(
-    admin_client, study, endpoint_factory, eager_celery, django_capture_on_commit_callbacks
+    staff_client, study, endpoint_factory, eager_celery, django_capture_on_commit_callbacks
 ):
     first, second = endpoint_factory(name="model a"), endpoint_factory(name="model b")
     with django_capture_on_commit_callbacks(execute=True):
-        answer = admin_client.post(
+        answer = staff_client.post(
             reverse("judging:generation_new"),
             {
                 "study": study.pk,
@@ -121,7 +114,7 @@ def test_generation_launch_for_several_models(
 
 
 def test_running_page_polls_and_offers_cancel_then_resume(
-    admin_client,
+    staff_client,
     study,
     endpoint_factory,
     django_assert_max_num_queries,
@@ -130,37 +123,37 @@ def test_running_page_polls_and_offers_cancel_then_resume(
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory())
     url = reverse("judging:run", args=[run.pk])
     with django_assert_max_num_queries(12):
-        partial = admin_client.get(url, HTTP_HX_REQUEST="true").content.decode()
+        partial = staff_client.get(url, HTTP_HX_REQUEST="true").content.decode()
     assert 'hx-trigger="every 2s"' in partial and "Cancel" in partial
     assert "0 / 6 items" in partial
     with django_capture_on_commit_callbacks(execute=True):
-        admin_client.post(reverse("judging:run_cancel", args=[run.pk]))
+        staff_client.post(reverse("judging:run_cancel", args=[run.pk]))
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED  # no worker held an item
-    page = admin_client.get(url).content.decode()
+    page = staff_client.get(url).content.decode()
     assert "Resume" in page and "hx-trigger" not in page
-    admin_client.post(reverse("judging:run_resume", args=[run.pk]))
+    staff_client.post(reverse("judging:run_resume", args=[run.pk]))
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
 
 
-def test_failures_are_listed_with_reasons_and_can_be_retried(admin_client, study, endpoint_factory):
+def test_failures_are_listed_with_reasons_and_can_be_retried(staff_client, study, endpoint_factory):
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory())
     RunItem.objects.filter(run=run).update(status="failed", last_error="HTTP 503: overloaded")
     run.status = Run.Status.DONE
     run.save(update_fields=["status"])
-    page = admin_client.get(reverse("judging:run", args=[run.pk])).content.decode()
+    page = staff_client.get(reverse("judging:run", args=[run.pk])).content.decode()
     assert "HTTP 503: overloaded" in page and "Retry failures" in page
-    admin_client.post(reverse("judging:run_retry", args=[run.pk]))
+    staff_client.post(reverse("judging:run_retry", args=[run.pk]))
     assert RunItem.objects.filter(run=run, status="pending").count() == 6
 
 
-def test_admin_never_renders_the_api_key(admin_client, endpoint_factory):
+def test_admin_never_renders_the_api_key(staff_client, endpoint_factory):
     user = get_user_model().objects.get(username="boss")
     user.is_superuser = True
     user.save()
     endpoint = endpoint_factory()
-    page = admin_client.get(reverse("admin:judging_modelendpoint_change", args=[endpoint.pk]))
+    page = staff_client.get(reverse("admin:judging_modelendpoint_change", args=[endpoint.pk]))
     assert page.status_code == 200
     assert API_KEY not in page.content.decode()
 

@@ -1,0 +1,45 @@
+"""Start-up cost: the LLM SDKs and scipy.stats are imported where they are used, not by every
+process (management commands, web and worker processes all load the apps' modules)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("openai", "anthropic", "scipy")
+
+PROBE = """
+import os, sys
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
+import django
+django.setup()
+from django.core.management import call_command
+call_command("check")
+import judging.providers, analysis.stats, analysis.ppi, analysis.views  # noqa: E401
+print("loaded:", *(m for m in {heavy!r} if m in sys.modules))
+"""
+
+
+def test_check_imports_no_llm_sdk_nor_scipy():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.setdefault("SECRET_KEY", "startup-test-only-key-0123456789abcdefghijklmnopqrstuv")
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    loaded = result.stdout.splitlines()[-1].split()[1:]
+    assert loaded == [], f"`manage.py check` imported {loaded}: import them where they are used"
+
+
+def test_probe_sees_an_imported_module():
+    """The probe above can fail: a module the check does import shows up in its output."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.setdefault("SECRET_KEY", "startup-test-only-key-0123456789abcdefghijklmnopqrstuv")
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=("django", "numpy"))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "loaded: django numpy"
