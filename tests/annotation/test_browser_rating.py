@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation.models import Assignment, Conversation, Rater, Rating, Score, Study
+from annotation.models import Assignment, Conversation, Rater, Rating, Response, Score, Study
 from annotation.roles import ADMIN, CLINICIAN, role_add
 from annotation.services import assignments_create, study_get_or_create
+from annotation.training import practice_assign, practice_conversations_mark, reference_scores_set
 
 from .conftest import make_study, wait_saved
 
@@ -256,7 +257,33 @@ def _guidelines_url(rater: Rater) -> str:
     return "/rate/guidelines/"
 
 
-# (page name, who signs in, how to reach it). Extend with further pages (e.g. training).
+def _training_study(rater: Rater) -> Study:
+    """A study with a practice conversation (reference scores set) assigned to `rater`."""
+    study = make_study(name="Axe training", conversations=2)
+    practice_conversations_mark(study=study, external_ids=["c0"])
+    attributes = list(study.rubric.attributes.order_by("position"))
+    responses = Response.objects.filter(conversation__external_id="c0", conversation__study=study)
+    rows = [
+        (n, "c0", response.responder.key, a.name, "3")
+        for n, (response, a) in enumerate(
+            (r, a) for r in responses.select_related("responder") for a in attributes
+        )
+    ]
+    reference_scores_set(study=study, rows=rows, user=None)
+    practice_assign(study=study, clinicians=[rater])
+    return study
+
+
+def _practice_queue_url(rater: Rater) -> str:
+    _training_study(rater)  # the queue then shows practice first
+    return "/rate/"
+
+
+def _training_url(rater: Rater) -> str:
+    return f"/manage/training/?study={_training_study(rater).pk}"
+
+
+# (page name, who signs in, how to reach it).
 AXE_PAGES = [
     ("queue", "clinician", lambda rater: "/rate/"),
     ("guidelines", "clinician", _guidelines_url),
@@ -264,6 +291,10 @@ AXE_PAGES = [
     ("labelling", "clinician", lambda rater: f"/rate/{_labelling_assignment(rater).token}/"),
     ("manage", "admin", lambda rater: "/manage/"),
     ("audit", "admin", lambda rater: "/manage/audit/"),
+    ("training", "admin", _training_url),
+    ("practice queue", "clinician", _practice_queue_url),
+    ("top-up", "admin", lambda rater: "/manage/top-up/"),
+    ("time-on-task", "admin", lambda rater: "/manage/time-on-task/"),
 ]
 
 
