@@ -30,13 +30,14 @@ from .topup import topup_summary
 ASSIGNMENTS_SHOWN = 500
 
 
-def _study(request: HttpRequest) -> Study | None:
+def study_from_request(request: HttpRequest) -> Study | None:
+    """The study a manage page was asked about (?study= or a posted field), if it exists."""
     pk = request.GET.get("study") or request.POST.get("study")
     return Study.objects.filter(pk=pk).first() if pk and str(pk).isdigit() else None
 
 
 def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpResponse:
-    study = _study(request)
+    study = study_from_request(request)
     progress = clinician_progress(study=study)
     # A page, not a dump: a large study's assignments are many thousands of rows.
     assignments = list(assignments_for_admin(study=study)[:ASSIGNMENTS_SHOWN])
@@ -156,7 +157,7 @@ AUDIT_PAGE_SIZE = 50
 
 @role_required(ADMIN)
 def audit(request: HttpRequest) -> HttpResponse:
-    study = _study(request)
+    study = study_from_request(request)
     changes = rating_changes(study=study)
     labels = label_changes(study=study)
     if request.GET.get("format") == "labels-csv":

@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from .admin_views import study_from_request
 from .calibration_forms import (
     CalibrationSettingsForm,
     ClinicianChoiceForm,
@@ -35,11 +36,6 @@ from .training import (
 )
 
 MAX_REFERENCE_CSV_BYTES = 2_000_000
-
-
-def _study(request: HttpRequest) -> Study | None:
-    pk = request.GET.get("study") or request.POST.get("study")
-    return Study.objects.filter(pk=pk).first() if pk and str(pk).isdigit() else None
 
 
 # --- Clinicians ----------------------------------------------------------------------------------
@@ -127,7 +123,7 @@ def _training_page(request: HttpRequest, study: Study | None, *, status: int = 2
 
 @role_required(ADMIN)
 def training(request: HttpRequest) -> HttpResponse:
-    study = _study(request)
+    study = study_from_request(request)
     if request.method != "POST":
         return _training_page(request, study)
     if study is None:
@@ -239,7 +235,7 @@ def _grid_rows(request: HttpRequest, study: Study) -> list[tuple[int, str, str, 
 
 @role_required(ADMIN)
 def topup(request: HttpRequest) -> HttpResponse:
-    study = _study(request)
+    study = study_from_request(request)
     if request.method == "POST":
         if study is None:
             messages.error(request, "Choose a study.")
@@ -264,7 +260,7 @@ TIME_ROWS_SHOWN = 500
 
 @role_required(ADMIN)
 def time_on_task(request: HttpRequest) -> HttpResponse:
-    study = _study(request)
+    study = study_from_request(request)
     rows = []
     if study is not None:
         assignments = {
