@@ -51,6 +51,12 @@ def test_newcomer_launches_a_judge_run_on_the_demo_study_and_sees_it_finish(
     page.fill("#id_concurrency", "2")
     page.fill("#id_parallel_tasks", "1")
     page.click("#launch-form button[type=submit]")
+    # The first submit shows the cost estimate (nothing to pay for a local model); the admin
+    # confirms it and launches.
+    page.wait_for_selector("section.estimate")
+    assert "requests" in page.inner_text("section.estimate")
+    page.check("#id_confirm_cost")
+    page.click("#launch-form button[type=submit]")
     page.wait_for_url("**/judging/runs/*/")
 
     # The page polls every 2 s (htmx); "Done" appears by itself when the worker finishes.

@@ -408,10 +408,16 @@ def test_cancel_abandons_requests_in_flight_and_resume_finishes_exactly_once(end
             timeout=20,
             what="the first results",
         )
-        # The server keeps every answer from now on: all 8 slots end up waiting on it, so the
-        # loop can only end by abandoning requests in flight, as a cancel must.
+        # The server keeps every answer from now on: the slots end up waiting on it, so the
+        # loop can only end by abandoning requests in flight, as a cancel must. The loop tops up
+        # only when two of its 8 slots are free, so it settles with 7 or 8 requests held; once
+        # every request in flight is held and at least 7 are, it sends nothing more.
         slow_server.hold()
-        wait_for(lambda: slow_server.in_flight == 8, timeout=60, what="8 requests held")
+        wait_for(
+            lambda: slow_server.held_with_client_connected() == slow_server.in_flight >= 7,
+            timeout=60,
+            what="7 or 8 requests held, none still being answered",
+        )
         sent_before_cancel = len(slow_server.requests)
         services.run_cancel(run_id=run.id)
         worker.join(timeout=60)  # a bound for a broken loop, not a speed limit

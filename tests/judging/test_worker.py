@@ -251,7 +251,7 @@ def test_fault_injection_every_item_ends_once_and_the_run_ends_by_itself(
         orphaned = kill_mid_run(first, after=100)
         second = celery_worker_factory("second-worker.log", concurrency=3)
         orphaned |= kill_mid_run(second, after=250)
-        third = celery_worker_factory("third-worker.log", concurrency=4)
+        celery_worker_factory("third-worker.log", concurrency=4)
         wait_for(running.exists, timeout=60, what="the sweeper to restart the run")
         tasks.run_work.delay(run.id)  # the broker delivers the task a second time
         wait_for(
@@ -260,9 +260,12 @@ def test_fault_injection_every_item_ends_once_and_the_run_ends_by_itself(
             what="the run to end by itself",
         )
         assert _status(run) == Run.Status.DONE
-        # Nothing but the sweeper sends loops after a crash (a starting worker only sweeps).
-        for worker in (second, third):
-            assert f"'restarted': [{run.id}]" in worker.log.read_text(), worker.log
+        # Nothing but the sweeper sends loops after a crash (a starting worker only sweeps): the
+        # second worker's sweep restarted the run after the first crash. After the second crash a
+        # restart message that sweep queued may still be waiting (one per parallel task, and the
+        # killed worker had not taken them all): the third worker then continues the run from it,
+        # with nothing for its own sweeper to do. Either way a sweep sent every loop.
+        assert f"'restarted': [{run.id}]" in second.log.read_text(), second.log
 
         # Every item ended done or failed exactly once, as its fault says.
         expected = {}
