@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import psycopg
 from django.db import connection, transaction
 
+from analysis.copy_read import bind
 from analysis.models import RaterCode
 from annotation.csvsafe import safe_cell
 from annotation.models import (
@@ -152,14 +152,6 @@ def wide_sql(*, identified: bool, cells: list[tuple[int, int]]) -> str:
         {_from_where()}
         GROUP BY c.id, rt.id, rc.id, ra.run_id, ra.repeat
         ORDER BY c.id, {rater_order}, ra.run_id, ra.repeat"""
-
-
-def bind(query: str, params) -> str:
-    """`query` with its parameters bound as SQL literals by psycopg. COPY takes no server-side
-    parameters, and Django's debugging cursor (DEBUG, tests counting queries) passes a COPY
-    statement on without its parameters."""
-    connection.ensure_connection()
-    return psycopg.ClientCursor(connection.connection).mogrify(query, params)
 
 
 def _uncoded_clinicians_sql() -> str:

@@ -85,12 +85,14 @@ class ScoreCodes:
 def score_codes(df: pd.DataFrame) -> ScoreCodes:
     """Integer codes of a long scores frame (columns conversation, responder, rater,
     rater_kind, attribute, score); a score that is not a number becomes NaN."""
-    conv_code, conv_uni = pd.factorize(df["conversation"].to_numpy(), sort=True)
-    resp_code, resp_uni = pd.factorize(df["responder"].to_numpy(), sort=True)
-    rater_code, rater_uni = pd.factorize(df["rater"].to_numpy())
-    attr_code, attr_uni = pd.factorize(df["attribute"].to_numpy())
-    kind = np.empty(len(rater_uni), dtype=object)
-    kind[rater_code] = df["rater_kind"].to_numpy()  # one kind per rater: any row tells it
+    # Factorising the Series (not its values) uses a categorical's integer codes (the
+    # selector's frame is categorical, its categories sorted as sort=True sorts strings).
+    conv_code, conv_uni = pd.factorize(df["conversation"], sort=True)
+    resp_code, resp_uni = pd.factorize(df["responder"], sort=True)
+    rater_code, rater_uni = pd.factorize(df["rater"])
+    attr_code, attr_uni = pd.factorize(df["attribute"])
+    is_clinician = np.zeros(len(rater_uni), dtype=bool)  # one kind per rater: any row tells it
+    is_clinician[rater_code[(df["rater_kind"] == CLINICIAN).to_numpy()]] = True
     return ScoreCodes(
         conversation=conv_code.astype(np.int64),
         conversations=np.asarray(conv_uni, dtype=object),
@@ -98,7 +100,7 @@ def score_codes(df: pd.DataFrame) -> ScoreCodes:
         responders=np.asarray(resp_uni, dtype=object),
         rater=rater_code.astype(np.int64),
         raters=np.asarray(rater_uni, dtype=object),
-        rater_is_clinician=kind == CLINICIAN,
+        rater_is_clinician=is_clinician,
         attribute=attr_code.astype(np.int64),
         attributes=np.asarray(attr_uni, dtype=object),
         score=pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64),

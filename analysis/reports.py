@@ -140,22 +140,25 @@ def paired_cells(
     attrs = list(attributes)
     if len(set(attrs)) != len(attrs):
         raise ValueError(f"attributes must be unique, got {attrs}")
-    attr_code = pd.Index(attrs).get_indexer(df["attribute"]).astype(np.int64)  # -1: not listed
+    attr_code = _index_of(df["attribute"], attrs)  # -1: not listed
     score = pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64)
-    kind = df["rater_kind"].to_numpy()
-    keep = (attr_code >= 0) & np.isfinite(score) & ((kind == CLINICIAN) | (kind == JUDGE))
-    conv_code, conv_uni = pd.factorize(df["conversation"].to_numpy()[keep])
-    resp_code, resp_uni = pd.factorize(df["responder"].to_numpy()[keep])
-    attr_code, score, kind = attr_code[keep], score[keep], kind[keep]
+    is_clin = (df["rater_kind"] == CLINICIAN).to_numpy()
+    keep = (
+        (attr_code >= 0) & np.isfinite(score) & (is_clin | (df["rater_kind"] == JUDGE).to_numpy())
+    )
+    # Factorising the Series (not its values) uses a categorical's integer codes: the
+    # selector's frame is categorical, and hashing millions of strings was most of the time.
+    conv_code, conv_uni = pd.factorize(df["conversation"][keep])
+    resp_code, resp_uni = pd.factorize(df["responder"][keep])
+    attr_code, score, is_clin = attr_code[keep], score[keep], is_clin[keep]
     n_r, n_a = max(len(resp_uni), 1), max(len(attrs), 1)
     cell = (conv_code.astype(np.int64) * n_r + resp_code) * n_a + attr_code
 
-    is_clin = kind == CLINICIAN
     h_keys, h_inv = np.unique(cell[is_clin], return_inverse=True)
     h_vals = np.bincount(h_inv, weights=score[is_clin]) / np.bincount(h_inv)
 
     is_judge = ~is_clin
-    judge_code, judge_uni = pd.factorize(df["rater"].to_numpy()[keep][is_judge])
+    judge_code, judge_uni = pd.factorize(df["rater"][keep][is_judge])
     n_cells = int(len(conv_uni)) * n_r * n_a
     j_key = judge_code.astype(np.int64) * n_cells + cell[is_judge]
     j_keys, j_inv = np.unique(j_key, return_inverse=True)
@@ -190,6 +193,18 @@ def paired_cells(
     )
 
 
+def _index_of(column: pd.Series, values: Sequence[str]) -> np.ndarray:
+    """Each row's position in ``values`` (-1 where it is not one of them), as int64; on a
+    categorical column, looked up once per category."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        per_category = pd.Index(values).get_indexer(column.cat.categories).astype(np.int64)
+        codes = column.cat.codes.to_numpy()
+        found: np.ndarray = np.where(codes >= 0, per_category[codes], -1)
+        return found
+    plain: np.ndarray = pd.Index(values).get_indexer(column).astype(np.int64)
+    return plain
+
+
 def _pair_seed(seed: int, judge: object, attribute: str) -> np.random.Generator:
     # A stable per-(judge, attribute) stream: a pair's CI does not change when other judges or
     # attributes are added to or removed from the table.
@@ -206,6 +221,7 @@ def reliability_table(
     seed: int = 0,
     two_stage: bool = False,
     level: float = 0.95,
+    cells: PairedCells | None = None,
 ) -> pd.DataFrame:
     """One row per judge × attribute: ICC(C,1) with bootstrap CI, ICC(A,1), bias, errors.
 
@@ -222,9 +238,12 @@ def reliability_table(
        ``alignment_factor`` = MB10 AF of the judge over *all* listed attributes (so it repeats
        on the judge's rows; the per-attribute version is ``mae``).
     ``verdict``/``verdict_text`` apply the paper's guidance matrix; ``reason`` explains NaNs.
-    Judges appear in order of first appearance, attributes in the given order.
+    Judges appear in order of first appearance, attributes in the given order. ``cells``:
+    ``paired_cells(df, attributes=…, exclusions=…)`` already computed with these arguments
+    (the dashboard pairs once for this table and the calibration table).
     """
-    cells = paired_cells(df, attributes=attributes, exclusions=exclusions)
+    if cells is None:
+        cells = paired_cells(df, attributes=attributes, exclusions=exclusions)
     n_j, n_a, n_r = len(cells.judges), len(cells.attributes), max(len(cells.responders), 1)
     if n_j == 0:
         return pd.DataFrame(columns=list(RELIABILITY_COLUMNS))
@@ -503,13 +522,16 @@ def calibration_table(
     exclusions: Exclusions | None = None,
     train_fraction: float = 0.7,
     seed: int = 0,
+    cells: PairedCells | None = None,
 ) -> pd.DataFrame:
     """Affine calibration human ≈ a + b·judge per judge × attribute on paired cells.
 
-    Uses the same pairing and exclusions as :func:`reliability_table`; the train/held-out
-    split is seeded per (judge, attribute) so a row does not depend on the others.
+    Uses the same pairing and exclusions as :func:`reliability_table` (``cells`` as there);
+    the train/held-out split is seeded per (judge, attribute) so a row does not depend on
+    the others.
     """
-    cells = paired_cells(df, attributes=attributes, exclusions=exclusions)
+    if cells is None:
+        cells = paired_cells(df, attributes=attributes, exclusions=exclusions)
     rows = []
     for jdx, judge in enumerate(cells.judges):
         for adx, attribute in enumerate(cells.attributes):

@@ -1,0 +1,109 @@
+"""The binary COPY reads give exactly what the row-by-row reads give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from django.db import connection
+
+from analysis import copy_read, selectors
+from annotation.models import Rating, Score
+
+pytestmark = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the COPY path is PostgreSQL's"
+)
+
+
+def _rows(study):
+    return (
+        Score.objects.filter(rating__response__conversation__study=study)
+        .order_by("pk")
+        .values_list(
+            "rating__response__conversation_id", "rating__rater_id", "attribute_id", "value"
+        )
+    )
+
+
+def _scores(read: copy_read.RatingScores) -> list[tuple[int, ...]]:
+    """Every score with its rating's ids, in a fixed order (the reads' orders differ)."""
+    conversation, responder, rater = (column[read.at] for column in read.rating_columns)
+    return sorted(
+        zip(
+            conversation.tolist(),
+            responder.tolist(),
+            rater.tolist(),
+            read.attribute.tolist(),
+            read.value.tolist(),
+            strict=True,
+        )
+    )
+
+
+def _complete(study):
+    return Rating.objects.filter(response__conversation__study=study, status=Rating.Status.COMPLETE)
+
+
+def test_binary_copy_reads_the_same_integers_as_the_plain_path(small_study):
+    rows = _rows(small_study.study)
+    fast = copy_read.int_columns(rows, (8, 8, 8, 2))
+    plain = copy_read._plain(rows, 4)
+    assert [c.dtype for c in fast] == [np.int64] * 4
+    assert len(fast[0]) == Score.objects.count()
+    assert all(np.array_equal(a, b) for a, b in zip(fast, plain, strict=True))
+    assert all(len(c) == 0 for c in copy_read.int_columns(rows.none(), (8, 8, 8, 2)))
+
+
+def test_a_null_falls_back_to_the_plain_path(small_study):
+    """A NULL makes a shorter record: the plain path reads it (and fails as it always did)."""
+    rows = Rating.objects.filter(response__conversation__study=small_study.study).values_list(
+        "pk", "run_id"
+    )  # run_id is NULL for every rating here
+    with pytest.raises(TypeError):
+        copy_read.int_columns(rows, (8, 8))
+
+
+def test_packed_scores_are_the_score_rows(small_study):
+    ratings = _complete(small_study.study)
+    # One rating with only some of its scores: the padding must not become scores.
+    partial = ratings.first()
+    Score.objects.filter(rating=partial).order_by("attribute__position")[:1].get().delete()
+    Score.objects.filter(rating=partial, attribute__position__gte=5).delete()
+
+    packed = copy_read.packed_rating_scores(ratings, per_rating=7)
+    plain = selectors._rating_scores(ratings)
+    assert packed is not None
+    assert _scores(packed) == _scores(plain)
+    assert len(packed.value) == Score.objects.filter(rating__in=ratings).count()
+    assert set(packed.value.tolist()) <= {1, 2, 3, 4, 5}
+
+
+def test_more_scores_than_the_padding_fall_back(small_study):
+    ratings = _complete(small_study.study)
+    assert copy_read.packed_rating_scores(ratings, per_rating=6) is None
+    assert copy_read.packed_rating_scores(ratings.none(), per_rating=7).value.size == 0
+
+
+def test_the_report_frame_is_the_plain_reads_frame(small_study, monkeypatch):
+    fast = selectors.scores_frame(study=small_study.study)
+    monkeypatch.setattr(selectors, "packed_rating_scores", lambda *a, **k: None)
+    plain = selectors.scores_frame(study=small_study.study)
+    assert len(fast) == small_study.n_complete_scores
+
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.astype(str).sort_values(list(frame.columns)).reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(ordered(fast), ordered(plain))
+
+
+def test_frame_columns_are_categoricals_sorted_as_strings(small_study):
+    """groupby(sort=True) on the frame orders groups exactly as on plain strings."""
+    frame = selectors.scores_frame(study=small_study.study)
+    for column in ("conversation", "responder", "rater", "rater_kind", "attribute"):
+        categories = list(frame[column].cat.categories)
+        assert categories == sorted(categories)
+        assert set(categories) == set(frame[column].astype(str))  # only labels in use
+    by_string = frame.astype({"responder": str}).groupby("responder")["score"].mean()
+    by_category = frame.groupby("responder")["score"].mean()
+    assert list(by_category.index) == list(by_string.index)
+    assert np.allclose(by_category.to_numpy(), by_string.to_numpy())
