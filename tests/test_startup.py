@@ -43,3 +43,30 @@ def test_probe_sees_an_imported_module():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "loaded: django numpy"
+
+
+EXPORT_PROBE = """
+import os, sys
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
+import django
+django.setup()
+from django.core.management import call_command
+try:  # the checks run and the command's modules load before it looks the study up
+    call_command("export_ratings", study="no such study", out="-", skip_checks=False)
+except Exception:
+    pass
+print("loaded:", *(m for m in ("pandas", *{heavy!r}) if m in sys.modules))
+"""
+
+
+def test_export_command_loads_no_dashboard_code():
+    """`export_ratings` checks what it relies on (the models): the URL checks would import
+    every view, and pandas with the dashboards, for an export that streams from the database."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.setdefault("SECRET_KEY", "startup-test-only-key-0123456789abcdefghijklmnopqrstuv")
+    result = subprocess.run(
+        [sys.executable, "-c", EXPORT_PROBE.format(heavy=HEAVY)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "loaded:", result.stdout
