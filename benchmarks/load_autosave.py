@@ -295,6 +295,40 @@ def verify(database_url: str, acked_per_clinician: list[list[tuple[str, int, int
     }
 
 
+class Exporter:
+    """A researcher exporting a study with `manage.py export_ratings`, one export after another,
+    on the same PostgreSQL server and the same cores while the clinicians save."""
+
+    def __init__(self, database_url: str, study: str) -> None:
+        self.finished = self.failed = 0
+        self._stop = threading.Event()
+        self._command = [sys.executable, "manage.py", "export_ratings", "--study", study]
+        self._command += ["--out", os.devnull]
+        self._env = {**os.environ, "DATABASE_URL": database_url}
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._process: subprocess.Popen | None = None
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._process = subprocess.Popen(
+                self._command, cwd=ROOT, env=self._env, stdout=subprocess.DEVNULL
+            )
+            code = self._process.wait()
+            if self._stop.is_set():
+                return
+            if code == 0:
+                self.finished += 1
+            else:
+                self.failed += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._process and self._process.poll() is None:
+            self._process.terminate()
+        self._thread.join(timeout=30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clinicians", type=int, default=50)
@@ -305,6 +339,13 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument(
         "--sqlite", action="store_true", help="the embedded default (a SQLite file), not PostgreSQL"
+    )
+    parser.add_argument(
+        "--export-during",
+        nargs=2,
+        metavar=("DATABASE_URL", "STUDY"),
+        help="meanwhile, a researcher exports STUDY from DATABASE_URL with export_ratings, "
+        "over and over (e.g. the paper-scale study of benchmarks.paper_scale)",
     )
     args = parser.parse_args()
 
@@ -365,12 +406,15 @@ def main() -> int:
         n = args.client_processes
         rng = random.Random(1)
         cpu_before = cpu_seconds(gunicorn.pid)
+        exporter = Exporter(*args.export_during) if args.export_during else None
         with multiprocessing.get_context("spawn").Pool(n) as pool:
             results = pool.starmap(
                 drive,
                 [(base, sessions[i::n], args.seconds, rng.random()) for i in range(n)],
             )
         cpu_used = cpu_seconds(gunicorn.pid) - cpu_before
+        if exporter:
+            exporter.stop()
     finally:
         gunicorn.send_signal(signal.SIGTERM)
         gunicorn.wait(timeout=30)
@@ -398,6 +442,11 @@ def main() -> int:
         f"{statistics.median(repeat) / 1024 if repeat else float('nan'):.1f} KB"
     )
     print("latency counted from when each save and page load was due (open loop)")
+    if exporter:
+        print(
+            f"meanwhile export_ratings of {args.export_during[1]!r} ran without pause: "
+            f"{exporter.finished} exports finished, {exporter.failed} failed"
+        )
     print(f"failed requests: {len(failures)} {failures[:3]}")
     print(
         f"server CPU: {cpu_used:.1f} s for {len(saves) + len(pages)} requests = "
