@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("openai", "anthropic", "scipy")
 
@@ -51,21 +53,29 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
 import django
 django.setup()
 from django.core.management import call_command
-try:  # the checks run and the command's modules load before it looks the study up
-    call_command("export_ratings", study="no such study", out="-", skip_checks=False)
+try:  # the checks run and the command's modules load before it reads anything
+    call_command({command!r}, *{args!r}, skip_checks=False)
 except Exception:
     pass
 print("loaded:", *(m for m in ("pandas", *{heavy!r}) if m in sys.modules))
 """
 
 
-def test_export_command_loads_no_dashboard_code():
-    """`export_ratings` checks what it relies on (the models): the URL checks would import
-    every view, and pandas with the dashboards, for an export that streams from the database."""
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        ("export_ratings", ("--study", "no such study", "--out", "-")),
+        ("import_conversations", ("--study", "s", "/no/such/file.csv")),
+        ("import_mentalalign", ("--study", "s", "/no/such/dir")),
+    ],
+)
+def test_data_commands_load_no_dashboard_code(command, args):
+    """Exports and imports check what they rely on (the models): the URL checks would import
+    every view, and pandas with the dashboards, for work that streams rows."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.setdefault("SECRET_KEY", "startup-test-only-key-0123456789abcdefghijklmnopqrstuv")
     result = subprocess.run(
-        [sys.executable, "-c", EXPORT_PROBE.format(heavy=HEAVY)],
+        [sys.executable, "-c", EXPORT_PROBE.format(heavy=HEAVY, command=command, args=args)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
@@ -14,6 +15,9 @@ class Command(BaseCommand):
         "context, response, one column per model, optional id/conditions/source). Creates the "
         "study with the default rubric if it does not exist. Re-importing creates nothing twice."
     )
+    # The checks of what an import relies on: the models. The URL checks would import every
+    # view (and the dashboards' pandas) before a single row is read.
+    requires_system_checks = [Tags.models]
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--study", required=True, help="study name")

@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
@@ -35,6 +36,9 @@ class Command(BaseCommand):
         "reason, no scores) and reported; empty cells are counted and reported. Judges named like "
         "claude / gpt-4o / gemini / o4-mini get the paper's self-exclusions unless --exclude."
     )
+    # The checks of what an import relies on: the models. The URL checks would import every
+    # view (and the dashboards' pandas) before a single row is read.
+    requires_system_checks = [Tags.models]
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--study", required=True)
