@@ -221,6 +221,16 @@ def _fresh_access_counters(request):
 # Users by role, one definition each. Named so as not to shadow pytest-django's `admin_user` /
 # `admin_client` (a superuser), which tests use for Django's own admin.
 @pytest.fixture
+def researcher(db, django_user_model):
+    """A user in the researcher group (one definition for every test directory)."""
+    from annotation.roles import RESEARCHER, role_add
+
+    user = django_user_model.objects.create_user("rhea", password="pw-rhea-long-enough")
+    role_add(user=user, role=RESEARCHER)
+    return user
+
+
+@pytest.fixture
 def admin_member(db, django_user_model):
     """A member of the *admin* group (not staff): the platform's study administrator."""
     from annotation.roles import ADMIN, role_add

@@ -1,13 +1,6 @@
 import pytest
 
-from annotation.roles import CLINICIAN, RESEARCHER, role_add
-
-
-@pytest.fixture
-def researcher(django_user_model):
-    user = django_user_model.objects.create_user("rhea", password="pw-rhea-long-enough")
-    role_add(user=user, role=RESEARCHER)
-    return user
+from annotation.roles import CLINICIAN, role_add
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from annotation.models import (
     Score,
     Study,
 )
-from annotation.roles import CLINICIAN, RESEARCHER, role_add
+from annotation.roles import CLINICIAN, role_add
 from annotation.services import rubric_get_or_create_default
 
 RESPONDERS = [("original", True, 3.0), ("m1", False, 4.2), ("m2", False, 3.6), ("m3", False, 2.8)]
@@ -123,11 +123,6 @@ def _user(username: str, role: str | None, **extra):
     if role:
         role_add(user=user, role=role)
     return user
-
-
-@pytest.fixture
-def researcher(db):
-    return _user("res", RESEARCHER)
 
 
 @pytest.fixture

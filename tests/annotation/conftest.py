@@ -9,7 +9,7 @@ from django.db import connection
 from playwright.sync_api import expect
 
 from annotation.models import Conversation, Rater, Responder, Response
-from annotation.roles import CLINICIAN, RESEARCHER, role_add
+from annotation.roles import CLINICIAN, role_add
 from annotation.services import assignments_create, study_get_or_create
 
 # Names chosen so that a leak is unmistakable in rendered HTML.
@@ -89,13 +89,6 @@ def clinician(db, django_user_model):
 @pytest.fixture
 def other_clinician(db, django_user_model):
     return make_clinician(django_user_model, "bob")
-
-
-@pytest.fixture
-def researcher(db, django_user_model):
-    user = django_user_model.objects.create_user(username="rita", password="pw")
-    role_add(user=user, role=RESEARCHER)
-    return user
 
 
 @pytest.fixture
