@@ -30,11 +30,14 @@ The header is written by Python (through csvsafe) so that it is the same text in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
+from django.db.models import Model
 
 from analysis.models import RaterCode
 from annotation.csvsafe import safe_cell
@@ -49,6 +52,10 @@ from annotation.models import (
     Score,
     Study,
 )
+
+if TYPE_CHECKING:
+    from analysis.export import ExportCount
+    from analysis.pseudonyms import RaterLabels
 
 # The header is yielded alone, then chunks of at most CHUNK_ROWS rows (as in export.py), so a
 # download starts at once and memory stays at one chunk whatever the size of the study.
@@ -77,7 +84,7 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _table(model) -> str:
+def _table(model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
@@ -154,7 +161,7 @@ def wide_sql(*, identified: bool, cells: list[tuple[int, int]]) -> str:
         ORDER BY c.id, {rater_order}, ra.run_id, ra.repeat"""
 
 
-def bind(query: str, params) -> str:
+def bind(query: str, params: Mapping[str, Any]) -> str:
     """`query` with its parameters bound as SQL literals by psycopg. COPY takes no server-side
     parameters, and Django's debugging cursor (DEBUG, tests counting queries) passes a COPY
     statement on without its parameters."""
@@ -170,7 +177,7 @@ def _uncoded_clinicians_sql() -> str:
 
 
 @contextmanager
-def _snapshot():
+def _snapshot() -> Iterator[None]:
     """One consistent view of the study for the check and the COPY. Inside a caller's
     transaction (tests, or a caller that wants its own snapshot) the caller's isolation holds."""
     if connection.in_atomic_block:
@@ -183,7 +190,14 @@ def _snapshot():
 
 
 def copy_csv(
-    *, study: Study, query: str, params: dict, identified: bool, header: str, count, labels
+    *,
+    study: Study,
+    query: str,
+    params: dict[str, Any],
+    identified: bool,
+    header: str,
+    count: ExportCount,
+    labels: RaterLabels,
 ) -> Iterator[str]:
     """Header, then the rows of `query` as CSV in chunks of CHUNK_ROWS; `count.rows` counts the
     rows sent. `labels.ensure` hands out codes when the snapshot finds an uncoded clinician."""
@@ -212,7 +226,9 @@ def copy_csv(
     )
 
 
-def _stream(cursor, statement, params: dict, count) -> Iterator[str]:
+def _stream(
+    cursor: CursorWrapper, statement: str, params: dict[str, Any], count: ExportCount
+) -> Iterator[str]:
     buffer = bytearray()
     rows = 0
     with connection.wrap_database_errors, cursor.copy(bind(statement, params)) as copy:
