@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
@@ -73,7 +73,7 @@ class StudySerializer(serializers.ModelSerializer[Study]):
         return [a.name for a in study.rubric.attributes.all()]
 
 
-class PseudonymousFields(serializers.Serializer[_Rated], Generic[_Rated]):
+class PseudonymousFields(serializers.Serializer[_Rated]):
     """rater, created_at and updated_at as the context's RaterLabels shows them: a clinician's
     study code and the day, or (identified) the name and the exact time."""
 

@@ -96,7 +96,7 @@ class FlagForm(forms.Form):
 
 class AssignForm(forms.Form):
     study = forms.ModelChoiceField(queryset=Study.objects.all())
-    clinicians: forms.ModelMultipleChoiceField[Rater] = forms.ModelMultipleChoiceField(
+    clinicians: "forms.ModelMultipleChoiceField[Rater]" = forms.ModelMultipleChoiceField(
         queryset=None, widget=forms.CheckboxSelectMultiple
     )
     overlap = forms.IntegerField(
@@ -117,7 +117,7 @@ class AssignForm(forms.Form):
 
 
 class RaterChoiceForm(forms.Form):
-    rater: forms.ModelChoiceField[Rater] = forms.ModelChoiceField(queryset=None)
+    rater: "forms.ModelChoiceField[Rater]" = forms.ModelChoiceField(queryset=None)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
