@@ -19,6 +19,9 @@ class TokenFailureThrottle(SimpleRateThrottle):
     "api_token_failures", e.g. "10/min")."""
 
     scope = "api_token_failures"
+    # Set by SimpleRateThrottle.__init__ from the rate (djangorestframework-stubs leave them out).
+    num_requests: int
+    duration: int
 
     def get_cache_key(self, request, view) -> str:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}

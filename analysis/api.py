@@ -14,9 +14,11 @@ the identities permission, and every such request is written to the export audit
 from __future__ import annotations
 
 import math
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -25,6 +27,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
 
 from analysis.downloads import csv_attachment
 from analysis.models import ExportLog, RaterCode
@@ -35,15 +38,22 @@ from annotation.analysed import analysed_ratings_q
 from annotation.models import LabelAnnotation, Rater, Rating, Score, Study
 from annotation.roles import can_read_analysis
 
+if TYPE_CHECKING:
+    import pandas as pd
+    from django.http.request import _ImmutableQueryDict
+
+# The models whose serializers and lists show raters pseudonymously.
+_Rated = TypeVar("_Rated", Rating, LabelAnnotation)
+
 
 class IsResearcher(permissions.BasePermission):
     message = "Reliability data are for researchers and admins."
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return can_read_analysis(request.user)
 
 
-class StudySerializer(serializers.ModelSerializer):
+class StudySerializer(serializers.ModelSerializer[Study]):
     attributes = serializers.SerializerMethodField()
     n_conversations = serializers.IntegerField(read_only=True)
 
@@ -63,7 +73,7 @@ class StudySerializer(serializers.ModelSerializer):
         return [a.name for a in study.rubric.attributes.all()]
 
 
-class PseudonymousFields(serializers.Serializer):
+class PseudonymousFields(serializers.Serializer[_Rated]):
     """rater, created_at and updated_at as the context's RaterLabels shows them: a clinician's
     study code and the day, or (identified) the name and the exact time."""
 
@@ -71,27 +81,29 @@ class PseudonymousFields(serializers.Serializer):
     created_at = serializers.SerializerMethodField(help_text="day, or exact time if identified")
     updated_at = serializers.SerializerMethodField(help_text="day, or exact time if identified")
 
-    def _study_id(self, obj) -> int:
+    def _study_id(self, obj: _Rated) -> int:
         raise NotImplementedError
 
-    def get_rater(self, obj) -> str:
+    def get_rater(self, obj: _Rated) -> str:
         labels: RaterLabels = self.context["labels"]
         rater = obj.rater
         return labels.label(
             study_id=self._study_id(obj), rater_id=rater.pk, name=rater.name, kind=rater.kind
         )
 
-    def _time(self, value) -> str:
-        return self.context["labels"].timestamp(value).isoformat()
+    def _time(self, value: datetime) -> str:
+        labels: RaterLabels = self.context["labels"]
+        stamp: datetime | date = labels.timestamp(value)
+        return stamp.isoformat()
 
-    def get_created_at(self, obj) -> str:
+    def get_created_at(self, obj: _Rated) -> str:
         return self._time(obj.created_at)
 
-    def get_updated_at(self, obj) -> str:
+    def get_updated_at(self, obj: _Rated) -> str:
         return self._time(obj.updated_at)
 
 
-class RatingSerializer(PseudonymousFields, serializers.ModelSerializer):
+class RatingSerializer(PseudonymousFields[Rating], serializers.ModelSerializer[Rating]):
     study = serializers.IntegerField(source="response.conversation.study_id")
     conversation = serializers.CharField(source="response.conversation.external_id")
     responder = serializers.CharField(source="response.responder.key")
@@ -113,7 +125,9 @@ class RatingSerializer(PseudonymousFields, serializers.ModelSerializer):
         return {s.attribute.name: s.value for s in rating.scores.all()}
 
 
-class LabelAnnotationSerializer(PseudonymousFields, serializers.ModelSerializer):
+class LabelAnnotationSerializer(
+    PseudonymousFields[LabelAnnotation], serializers.ModelSerializer[LabelAnnotation]
+):
     study = serializers.IntegerField(source="conversation.study_id")
     conversation = serializers.CharField(source="conversation.external_id")
     rater_kind = serializers.CharField(source="rater.kind")
@@ -175,18 +189,18 @@ def _report(request: Request, study: Study) -> StudyReport:
     return study_report(study=study, filters=filters, params=params)
 
 
-def _json_rows(df) -> list[dict]:
+def _json_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [
         {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
         for r in df.to_dict("records")
     ]
 
 
-class StudyViewSet(viewsets.ReadOnlyModelViewSet):
+class StudyViewSet(viewsets.ReadOnlyModelViewSet[Study]):
     serializer_class = StudySerializer
     permission_classes = [IsResearcher]
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Study]:
         return (
             Study.objects.annotate(n_conversations=Count("conversations"))
             .select_related("rubric")
@@ -212,7 +226,11 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
     )
     @action(detail=True, methods=["get"], url_path=r"reports/(?P<table>[a-z_]+)")
     def reports(
-        self, request: Request, pk=None, table: str = "reliability", format=None
+        self,
+        request: Request,
+        pk: str | None = None,
+        table: str = "reliability",
+        format: str | None = None,
     ) -> ApiResponse:
         """A report table (reliability: one row per judge × attribute) for the study or a
         subset; recomputed only when the study's ratings changed."""
@@ -241,7 +259,9 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         responses={(200, "text/csv"): OpenApiTypes.STR},
     )
     @action(detail=True, methods=["get"], url_path="export")
-    def export(self, request: Request, pk=None, format=None) -> StreamingHttpResponse:
+    def export(
+        self, request: Request, pk: str | None = None, format: str | None = None
+    ) -> StreamingHttpResponse:
         """Every score of the study as CSV (streamed); recorded in the export audit log."""
         study = self.get_object()
         wide = request.query_params.get("layout") == "wide"
@@ -265,7 +285,9 @@ LIST_PARAMETERS = [
 ]
 
 
-def _filtered(queryset, q, *, study_field: str, identified: bool):
+def _filtered(
+    queryset: QuerySet[_Rated], q: _ImmutableQueryDict, *, study_field: str, identified: bool
+) -> QuerySet[_Rated]:
     """The list filters both viewsets share: study, rater and status."""
     if q.get("study"):
         try:
@@ -297,7 +319,14 @@ def _filtered(queryset, q, *, study_field: str, identified: bool):
     return queryset.exclude(status=Rating.Status.DRAFT)
 
 
-class PseudonymousListMixin:
+if TYPE_CHECKING:
+    # What the mixin is mixed into (for its self.request and super() calls).
+    _ListViewSet = viewsets.GenericViewSet[Any]
+else:
+    _ListViewSet = object
+
+
+class PseudonymousListMixin(_ListViewSet):
     """Lists that show clinicians as study codes unless ?identified=1 (checked, and written
     to the export audit log once per request)."""
 
@@ -310,7 +339,7 @@ class PseudonymousListMixin:
             self._identified = wanted
         return self._identified
 
-    def initial(self, request, *args, **kwargs) -> None:
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # authentication and permissions first
         if self.identified():
             study = request.query_params.get("study", "")
@@ -322,14 +351,15 @@ class PseudonymousListMixin:
                 params={**dict(request.query_params.lists()), "path": request.path},
             )
 
-    def get_serializer_context(self) -> dict:
-        context = super().get_serializer_context()
+    def get_serializer_context(self) -> dict[str, Any]:
+        # DRF builds a new dict on each call (the stubs say Mapping).
+        context = cast(dict[str, Any], super().get_serializer_context())
         context["labels"] = RaterLabels(identified=self.identified())
         return context
 
 
 @extend_schema(parameters=LIST_PARAMETERS)
-class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet):
+class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet[Rating]):
     """Ratings with their scores, oldest first; filter by study, rater and status. Clinicians as
     study codes, days instead of times, no drafts — unless ?identified=1 (audited)."""
 
@@ -337,7 +367,7 @@ class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [IsResearcher]
     audit_what = "api:ratings"
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Rating]:
         q = self.request.query_params
         ratings = (
             # Study data only: practice and test-retest repeat ratings are not listed.
@@ -354,7 +384,7 @@ class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet):
 
 
 @extend_schema(parameters=LIST_PARAMETERS)
-class LabelAnnotationViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet):
+class LabelAnnotationViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet[LabelAnnotation]):
     """Cognitive-distortion labels of clinicians and LLM runs (one row per rater, message, run
     and repeat), oldest first; filter by study, rater and status (drafts only with
     ?status=draft, identified). Out-of-list labels stand as "Others" in `labels`, verbatim in
@@ -364,7 +394,7 @@ class LabelAnnotationViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSe
     permission_classes = [IsResearcher]
     audit_what = "api:label-annotations"
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[LabelAnnotation]:
         annotations = LabelAnnotation.objects.select_related("conversation", "rater").order_by("id")
         return _filtered(
             annotations,

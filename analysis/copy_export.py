@@ -32,8 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
+from django.db.models import Model
 
 from analysis.copy_read import bind
 from analysis.models import RaterCode
@@ -49,6 +52,10 @@ from annotation.models import (
     Score,
     Study,
 )
+
+if TYPE_CHECKING:
+    from analysis.export import ExportCount
+    from analysis.pseudonyms import RaterLabels
 
 # The header is yielded alone, then chunks of at most CHUNK_ROWS rows (as in export.py), so a
 # download starts at once and memory stays at one chunk whatever the size of the study.
@@ -77,7 +84,7 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _table(model) -> str:
+def _table(model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
@@ -162,7 +169,7 @@ def _uncoded_clinicians_sql() -> str:
 
 
 @contextmanager
-def _snapshot():
+def _snapshot() -> Iterator[None]:
     """One consistent view of the study for the check and the COPY. Inside a caller's
     transaction (tests, or a caller that wants its own snapshot) the caller's isolation holds."""
     if connection.in_atomic_block:
@@ -175,7 +182,14 @@ def _snapshot():
 
 
 def copy_csv(
-    *, study: Study, query: str, params: dict, identified: bool, header: str, count, labels
+    *,
+    study: Study,
+    query: str,
+    params: dict[str, Any],
+    identified: bool,
+    header: str,
+    count: ExportCount,
+    labels: RaterLabels,
 ) -> Iterator[str]:
     """Header, then the rows of `query` as CSV in chunks of CHUNK_ROWS; `count.rows` counts the
     rows sent. `labels.ensure` hands out codes when the snapshot finds an uncoded clinician."""
@@ -204,7 +218,9 @@ def copy_csv(
     )
 
 
-def _stream(cursor, statement, params: dict, count) -> Iterator[str]:
+def _stream(
+    cursor: CursorWrapper, statement: str, params: dict[str, Any], count: ExportCount
+) -> Iterator[str]:
     buffer = bytearray()
     rows = 0
     with connection.wrap_database_errors, cursor.copy(bind(statement, params)) as copy:

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import psycopg
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import QuerySet
+
+from annotation.models import Rating
 
 # Binary COPY: an 11-byte signature, 4 bytes of flags, 4 bytes of header extension length (0),
 # then per row a 16-bit field count and per field a 32-bit length and the value; a 16-bit -1
@@ -31,7 +34,7 @@ class _NotFixedSize(Exception):
     """A record that is not the expected size: the plain path reads the rows instead."""
 
 
-def int_columns(rows: QuerySet, widths: Sequence[int]) -> list[np.ndarray]:
+def int_columns(rows: QuerySet[Any, Any], widths: Sequence[int]) -> list[np.ndarray]:
     """The columns of a ``values_list`` queryset of integer columns, one int64 array per column,
     in the queryset's order. ``widths`` are the byte sizes to transfer each column as (8 for
     ids, 2 for a SmallIntegerField): the values are cast to them in the query."""
@@ -114,7 +117,7 @@ def bind(query: str, params: Sequence[object] | Mapping[str, object]) -> str:
     return psycopg.ClientCursor(connection.connection).mogrify(query, params)
 
 
-def _plain(rows: QuerySet, width: int) -> list[np.ndarray]:
+def _plain(rows: QuerySet[Any, Any], width: int) -> list[np.ndarray]:
     table = np.array(list(rows), dtype=np.int64).reshape(-1, width)
     return [table[:, i].copy() for i in range(width)]
 
@@ -131,7 +134,7 @@ class RatingScores:
     value: np.ndarray
 
 
-def packed_rating_scores(ratings: QuerySet, *, per_rating: int) -> RatingScores | None:
+def packed_rating_scores(ratings: QuerySet[Rating], *, per_rating: int) -> RatingScores | None:
     """The scores of ``ratings`` (a Rating queryset) with their ratings' conversation,
     responder and rater ids, read as one row per rating on PostgreSQL; None where that is not
     possible (the caller then reads the score rows).

@@ -9,7 +9,9 @@ study's prompt scheme, N repeats).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import pandas as pd
 
@@ -56,7 +58,9 @@ class Configuration:
     consensus: list[distortions.Consensus] = field(default_factory=list)
 
 
-def _runs_by_item(run: Run, conversation_ids: list[int]):
+def _runs_by_item(
+    run: Run, conversation_ids: list[int]
+) -> tuple[list[list[list[str] | None]], dict[str, int]]:
     """Per conversation, the N runs' labels in repeat order; None for a failed (invalid) or
     missing repeat, so an unfinished run counts as runs without labels."""
     stored: dict[tuple[int, int], list[str] | None] = {}
@@ -152,7 +156,9 @@ class DistortionReport:
         table.columns = [f"{config} {value}" for config, value in table.columns]
         return table.rename_axis("label").reset_index()
 
-    def _agreements(self):
+    def _agreements(
+        self,
+    ) -> Iterator[tuple[Configuration, str, distortions.ClinicianAgreement]]:
         for c in self.configurations:
             if not c.consensus:
                 continue
@@ -223,7 +229,8 @@ def distortion_report(*, study: Study, k: int | None = None) -> DistortionReport
         configurations=[],
         clinicians=clinician_labels(study=study),
     )
-    scheme = study.label_scheme
+    # The field's choices are exactly distortions.Scheme's values.
+    scheme = cast(distortions.Scheme, study.label_scheme)
     for run in labelling_runs(study=study):
         runs_by_item, others = _runs_by_item(run, ids)
         n = run.repeats

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -297,6 +297,15 @@ def _apply_others_rule(run: list[str]) -> list[str]:
     return run
 
 
+class _ConsensusCounts(TypedDict):
+    """The counts every Consensus of consensus_labels carries."""
+
+    counts: dict[str, int]
+    first: dict[str, int]
+    n_runs: int
+    n_valid_runs: int
+
+
 def consensus_labels(
     runs_for_item: Sequence[Run],
     *,
@@ -342,7 +351,7 @@ def consensus_labels(
     valid = [_apply_others_rule(run) for run in runs if run is not None]
     counts: Counter[str] = Counter(lab for run in valid for lab in run)
     first: Counter[str] = Counter(run[0] for run in valid if run)
-    common = {
+    common: _ConsensusCounts = {
         "counts": dict(counts),
         "first": dict(first),
         "n_runs": n,
@@ -621,7 +630,8 @@ def _weighted_f1_batch_classes(
     support = np.bincount(t_idx, minlength=n_classes).astype(float)
     den = pred_count + support[None, :]
     f1 = np.divide(2.0 * tp, den, out=np.zeros_like(tp), where=den > 0)
-    return (f1 * support).sum(axis=1) / n
+    weighted: FloatArray = (f1 * support).sum(axis=1) / n
+    return weighted
 
 
 def _weighted_f1_batch_multilabel(truth: NDArray[np.bool_], preds: NDArray[np.bool_]) -> FloatArray:
@@ -631,7 +641,8 @@ def _weighted_f1_batch_multilabel(truth: NDArray[np.bool_], preds: NDArray[np.bo
     support = truth.sum(axis=0).astype(float)
     den = pred_count + support[None, :]
     f1 = np.divide(2.0 * tp, den, out=np.zeros_like(tp), where=den > 0)
-    return (f1 * support).sum(axis=1) / support.sum()
+    weighted: FloatArray = (f1 * support).sum(axis=1) / support.sum()
+    return weighted
 
 
 def _chunks(total: int, size: int) -> Iterable[int]:
@@ -641,11 +652,11 @@ def _chunks(total: int, size: int) -> Iterable[int]:
 
 
 def _indicator(
-    y: Sequence[Sequence[str]] | ArrayLike, classes: list[str], *, what: str
+    y: Sequence[Iterable[str]], classes: Sequence[object], *, what: str
 ) -> NDArray[np.bool_]:
     """(items, labels) boolean matrix from label collections (columns in ``classes`` order)."""
     col = {c: j for j, c in enumerate(classes)}
-    sets = list(y)  # type: ignore[arg-type]
+    sets = list(y)
     m = np.zeros((len(sets), len(classes)), dtype=bool)
     for i, s in enumerate(sets):
         if isinstance(s, str):
@@ -699,6 +710,7 @@ def kappa_f1_report(
         raise ValueError(f"kind must be binary, multiclass or multilabel, got {kind!r}")
     rng = np.random.default_rng(seed)
     nan = math.nan
+    classes: list[object]
     if kind == "multilabel":
         if _is_matrix(y_true) and _is_matrix(y_pred):
             truth = np.asarray(y_true).astype(bool)
@@ -708,13 +720,16 @@ def kappa_f1_report(
             if len(classes) != width:
                 raise ValueError(f"{len(classes)} labels for {width} indicator columns")
         else:
+            # Not matrices: a label collection per item (_indicator checks each).
+            true_sets = cast(Sequence[Iterable[str]], y_true)
+            pred_sets = cast(Sequence[Iterable[str]], y_pred)
             if labels is not None:
                 classes = list(labels)
             else:
-                both = list(y_true) + list(y_pred)  # type: ignore[arg-type]
+                both = list(true_sets) + list(pred_sets)
                 classes = sorted({lab for s in both for lab in s}, key=str)
-            truth = _indicator(y_true, classes, what="y_true")
-            pred = _indicator(y_pred, classes, what="y_pred")
+            truth = _indicator(true_sets, classes, what="y_true")
+            pred = _indicator(pred_sets, classes, what="y_pred")
         if truth.shape != pred.shape:
             raise ValueError(f"y_true and y_pred differ in shape: {truth.shape} vs {pred.shape}")
         n_items = truth.shape[0]
@@ -748,8 +763,8 @@ def kappa_f1_report(
         sims = []
         step = max(1, int(5e6 // max(1, n_items)))
         for b in _chunks(n_sim if n_items else 0, step):
-            draws = rng.choice(len(classes), size=(b, n_items), p=p)
-            sims.append(_weighted_f1_batch_classes(t_idx, draws, len(classes)))
+            drawn = rng.choice(len(classes), size=(b, n_items), p=p)
+            sims.append(_weighted_f1_batch_classes(t_idx, drawn, len(classes)))
     simulated = np.concatenate(sims) if sims else np.array([])
     kappa = stats.kappa_f1(f1.value, f1_random)
     return KappaF1Report(

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
 
 import pandas as pd
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpResponse, StreamingHttpResponse
 
 from annotation.csvsafe import safe_frame, safe_writer
@@ -21,6 +23,10 @@ from .services import export_log_create, export_log_finish
 CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
 
 
+@overload
+def csv_attachment(body: str, *, filename: str) -> HttpResponse: ...
+@overload
+def csv_attachment(body: Iterator[str], *, filename: str) -> StreamingHttpResponse: ...
 def csv_attachment(
     body: str | Iterator[str], *, filename: str
 ) -> HttpResponse | StreamingHttpResponse:
@@ -35,26 +41,33 @@ def csv_attachment(
 
 
 def table_download(
-    *, user, study: Study, what: str, params: dict, table: pd.DataFrame, filename: str
-) -> HttpResponse | StreamingHttpResponse:
+    *,
+    user: User | AnonymousUser,
+    study: Study,
+    what: str,
+    params: dict[str, Any],
+    table: pd.DataFrame,
+    filename: str,
+) -> HttpResponse:
     """A computed table as a CSV download from the web pages, recorded in the export log."""
     log = export_log_create(
         user=user, study=study, channel=ExportLog.Channel.WEB, what=what, params=params
     )
     export_log_finish(log=log, rows=len(table))
-    return csv_attachment(safe_frame(table).to_csv(index=False), filename=filename)
+    body: str = safe_frame(table).to_csv(index=False)
+    return csv_attachment(body, filename=filename)
 
 
 def rows_download(
     *,
-    user,
+    user: User | AnonymousUser,
     study: Study,
     what: str,
-    params: dict,
+    params: dict[str, Any],
     header: Sequence[str],
     rows: Iterable[Sequence[object]],
     filename: str,
-) -> HttpResponse | StreamingHttpResponse:
+) -> HttpResponse:
     """Rows under a header as a CSV download from the web pages, recorded in the export log."""
     log = export_log_create(
         user=user, study=study, channel=ExportLog.Channel.WEB, what=what, params=params

@@ -16,9 +16,10 @@ names with exact timestamps. See analysis/pseudonyms.py.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 from django.db.models import CharField, F, FilteredRelation, Func, OuterRef, Q, QuerySet, Subquery
@@ -30,6 +31,10 @@ from annotation.analysed import analysed_ratings_q
 from annotation.csvsafe import safe_writer
 from annotation.models import AssignmentItem, Rating, Responder, Score, Study
 from annotation.time_on_task import response_active_seconds
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 LONG_COLUMNS = (
     "study",
@@ -73,7 +78,9 @@ class IsoTimestamp(Func):
 
     output_field = CharField()
 
-    def as_postgresql(self, compiler, connection, **extra):
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> _AsSqlType:
         return self.as_sql(
             compiler,
             connection,
@@ -82,8 +89,23 @@ class IsoTimestamp(Func):
             **extra,
         )
 
-    def as_sql(self, compiler, connection, template=None, **extra):
-        return super().as_sql(compiler, connection, template=template or "%(expressions)s", **extra)
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra: Any,
+    ) -> _AsSqlType:
+        return super().as_sql(
+            compiler,
+            connection,
+            function=function,
+            template=template or "%(expressions)s",
+            arg_joiner=arg_joiner,
+            **extra,
+        )
 
 
 @dataclass
@@ -92,7 +114,7 @@ class ExportCount:
 
     rows: int = 0
     done: bool = False
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _scores(study: Study) -> QuerySet[Score]:
@@ -110,7 +132,9 @@ def _day(field: F) -> TruncDate:
     return TruncDate(field, tzinfo=UTC)
 
 
-def _with_rater_order(rows: QuerySet[Score], study: Study, identified: bool) -> tuple:
+def _with_rater_order(
+    rows: QuerySet[Score], study: Study, identified: bool
+) -> tuple[QuerySet[Score], tuple[str, ...]]:
     """The scores with their rater's study code joined, and the rater part of the sort order.
 
     Pseudonymous exports sort clinicians by code, not by name: rows sorted by name would let a
@@ -142,7 +166,7 @@ class _Writer:
         self._scratch = io.StringIO()
         self._cr_writer = safe_writer(self._scratch, lineterminator="\r\n")
 
-    def writerow(self, row) -> None:
+    def writerow(self, row: Iterable[Any]) -> None:
         if any(type(v) is str and "\r" in v for v in row):
             self._cr_writer.writerow(row)
             self._buffer.write(_flush(self._scratch)[:-2] + "\n")
@@ -161,7 +185,7 @@ def _use_copy() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _header(row) -> str:
+def _header(row: Iterable[Any]) -> str:
     buffer = io.StringIO()
     _Writer(buffer).writerow(row)
     return buffer.getvalue()
@@ -336,8 +360,8 @@ def wide_csv_python(
     writer = _Writer(buffer)
     writer.writerow(header)
     yield _flush(buffer)
-    current: tuple | None = None
-    keys: tuple = ()
+    current: tuple[object, ...] | None = None
+    keys: tuple[object, ...] = ()
     values: list[object] = []
     for (
         conv_id,

@@ -1,3 +1,5 @@
+from typing import Any, cast
+
 from django import forms
 
 from analysis.selectors import Filters, ReportParams
@@ -25,17 +27,23 @@ class ReportFilterForm(forms.Form):
         label="Clinician ratings",
     )
     bootstrap = forms.TypedChoiceField(
-        choices=BOOTSTRAP_CHOICES, coerce=int, required=False, empty_value=1000, initial=1000
+        choices=BOOTSTRAP_CHOICES,
+        coerce=int,
+        required=False,
+        # django-stubs types empty_value as str | None; Django returns any value given here.
+        empty_value=1000,  # type: ignore[arg-type]
+        initial=1000,
     )
     seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1, initial=0)
 
-    def __init__(self, *args, choices: dict[str, list[str]], **kwargs):
+    def __init__(self, *args: Any, choices: dict[str, list[str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         every = [("", "all")]
-        self.fields["condition"].choices = every + [(c, c) for c in choices["conditions"]]
-        self.fields["source"].choices = every + [(s, s) for s in choices["sources"]]
-        self.fields["clinician"].choices = every + [(c, c) for c in choices["clinicians"]]
-        self.fields["judge"].choices = [(j, j) for j in choices["judges"]]
+        fields = cast(dict[str, forms.ChoiceField], self.fields)  # the four below are
+        fields["condition"].choices = every + [(c, c) for c in choices["conditions"]]
+        fields["source"].choices = every + [(s, s) for s in choices["sources"]]
+        fields["clinician"].choices = every + [(c, c) for c in choices["clinicians"]]
+        fields["judge"].choices = [(j, j) for j in choices["judges"]]
 
     def filters(self) -> Filters:
         data = self.cleaned_data if self.is_valid() else {}

@@ -10,6 +10,7 @@ conversation is labelled (a labelled subset is a command-line option).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,7 @@ def _json_value(value: object) -> object:
     return value
 
 
-def _records(frame: pd.DataFrame) -> list[dict]:
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: _json_value(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
 
 

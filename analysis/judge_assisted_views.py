@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 import numpy as np
 from django import forms
 from django.http import HttpRequest, HttpResponse
@@ -18,6 +20,10 @@ from analysis.judge_assisted_selectors import (
 from analysis.selectors import attribute_names
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from numpy.typing import ArrayLike
 
 SHARES = [(100, "all clinician-rated"), (50, "a random 50%"), (20, "a random 20%"),
           (10, "a random 10%"), (5, "a random 5%")]  # fmt: skip
@@ -36,9 +42,9 @@ class JudgeAssistedForm(forms.Form):
         required=False,
     )
 
-    def __init__(self, *args, judges: list[str], **kwargs) -> None:
+    def __init__(self, *args: Any, judges: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["judge"].choices = [(j, j) for j in judges]
+        cast(forms.ChoiceField, self.fields["judge"]).choices = [(j, j) for j in judges]
 
 
 def _labelled(study: Study, share: int) -> set[str] | None:
@@ -51,14 +57,14 @@ def _labelled(study: Study, share: int) -> set[str] | None:
     return set(np.random.default_rng(0).choice(ids, size=k, replace=False).tolist())
 
 
-def _rows(frame, columns: list[str]) -> list[list[object]]:
+def _rows(frame: pd.DataFrame, columns: list[str]) -> list[list[object]]:
     return [
         ["" if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in row]
         for row in frame[columns].round(3).itertuples(index=False)
     ]
 
 
-def _median(values) -> float | None:
+def _median(values: ArrayLike) -> float | None:
     """Median over the cells that have an interval; None when none has (e.g. one labelled
     conversation per cell), shown as a dash rather than NaN."""
     finite = np.asarray(values, dtype=float)
@@ -72,10 +78,10 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
     study = get_object_or_404(Study.objects.select_related("rubric"), pk=study_id)
     judges = judge_names(study=study)
     form = JudgeAssistedForm(request.GET or None, judges=judges)
-    context: dict = {"study": study, "form": form, "error": None, "chart_specs": []}
+    context: dict[str, Any] = {"study": study, "form": form, "error": None, "chart_specs": []}
     if form.is_bound and not form.is_valid():
         context["error"] = "; ".join(
-            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()
+            f"{field}: {' '.join(map(str, errors))}" for field, errors in form.errors.items()
         )
         return render(request, "analysis/judge_assisted.html", context, status=400)
     data = form.cleaned_data if form.is_bound else {}

@@ -22,6 +22,7 @@ import secrets
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
@@ -40,7 +41,7 @@ def code_for(number: int) -> str:
     return f"C{number:02d}"
 
 
-def can_see_identities(user) -> bool:
+def can_see_identities(user: User | AnonymousUser) -> bool:
     return bool(user and user.is_authenticated) and (
         is_admin(user) or user.has_perm(IDENTITIES_PERMISSION)
     )
@@ -50,7 +51,7 @@ def identified_requested(raw: str | None) -> bool:
     return (raw or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def identified_check(*, user, identified: bool) -> None:
+def identified_check(*, user: User | AnonymousUser, identified: bool) -> None:
     """Refuse identified access to those not allowed it (PermissionDenied → 403)."""
     if identified and not can_see_identities(user):
         raise PermissionDenied(IDENTIFIED_REFUSED)

@@ -10,6 +10,7 @@ same response and attribute, per block of conversations; a rising line is a rate
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,9 @@ class RetestAgreement:
     mean_abs_diff: float
 
 
-def retest_agreement(first: ArrayLike, repeat: ArrayLike, *, labels) -> RetestAgreement:
+def retest_agreement(
+    first: ArrayLike, repeat: ArrayLike, *, labels: Sequence[float]
+) -> RetestAgreement:
     a = np.asarray(first, dtype=np.float64)
     b = np.asarray(repeat, dtype=np.float64)
     if a.size == 0:

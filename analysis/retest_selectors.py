@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from django.db.models import QuerySet
 
 from analysis.retest import DriftBlock, RetestAgreement, consensus_drift, retest_agreement
 from annotation.models import Assignment, Rater, Rating, Score, Study
@@ -21,7 +22,7 @@ class RaterCalibration:
     drift: list[DriftBlock]
 
 
-def _scores(study: Study):
+def _scores(study: Study) -> QuerySet[Score, tuple[int, int, int, int, int, int]]:
     return Score.objects.filter(
         rating__response__conversation__study=study,
         rating__response__conversation__practice=False,

@@ -467,7 +467,7 @@ class StudyReport:
     calibration: pd.DataFrame
     rouge: pd.DataFrame | None  # per responder; None when the study has no response texts
     rouge_correlation: pd.DataFrame | None
-    coverage: dict
+    coverage: dict[str, object]
     notes: list[str]
     n_scores: int
 
@@ -502,7 +502,7 @@ def study_report(
     key = "analysis:report:coded:" + ":".join(
         map(str, (study.pk, version, filters.key(), *astuple_params(params)))
     )
-    report = cache.get(key)
+    report: StudyReport | None = cache.get(key)
     if report is None:
         report = _study_report_build(study, filters, params, version)
         cache.set(key, report, timeout=REPORT_CACHE_SECONDS)
@@ -512,7 +512,7 @@ def study_report(
 REPORT_CACHE_SECONDS = 24 * 3600
 
 
-def astuple_params(params: ReportParams) -> tuple:
+def astuple_params(params: ReportParams) -> tuple[int, int, bool, bool]:
     return (params.n_boot, params.seed, params.as_published, params.two_stage)
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser, User
 
 from analysis.export import ExportCount, long_csv, wide_csv
 from analysis.models import ExportLog
@@ -10,7 +13,12 @@ from annotation.models import Study
 
 
 def export_log_create(
-    *, user, study: Study | None, channel: str, what: str, params: dict | None = None
+    *,
+    user: User | AnonymousUser | None,
+    study: Study | None,
+    channel: str,
+    what: str,
+    params: dict[str, Any] | None = None,
 ) -> ExportLog:
     """Record an export as it starts, so a download that is cut off is still in the log."""
     return ExportLog.objects.create(
@@ -34,7 +42,7 @@ def export_logged(*, chunks: Iterator[str], count: ExportCount, log: ExportLog) 
 
 
 def ratings_export_start(
-    *, user, study: Study, wide: bool, identified: bool, channel: str
+    *, user: User | AnonymousUser | None, study: Study, wide: bool, identified: bool, channel: str
 ) -> tuple[str, Iterator[str]]:
     """Start a logged export of every score of `study`: the audit row is written now, its row
     count once the last chunk is sent. Returns what was exported ("ratings-long"/"-wide") and

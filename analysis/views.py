@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from django.db.models import Count
@@ -29,6 +30,14 @@ from analysis.selectors import StudyReport, filter_choices, study_report
 from analysis.services import ratings_export_start
 from annotation.models import Study
 from annotation.roles import ADMIN, RESEARCHER, role_required
+
+if TYPE_CHECKING:
+    from django_htmx.middleware import HtmxDetails
+
+    class HtmxHttpRequest(HttpRequest):
+        """A request through django_htmx's middleware (settings.MIDDLEWARE)."""
+
+        htmx: HtmxDetails
 
 
 @dataclass(frozen=True)
@@ -123,7 +132,7 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def _present(name: str, df: pd.DataFrame | None) -> dict:
+def _present(name: str, df: pd.DataFrame | None) -> dict[str, Any]:
     spec = TABLES[name]
     if df is None:
         return {"name": name, "title": spec.title, "note": spec.note, "columns": [], "rows": []}
@@ -132,7 +141,7 @@ def _present(name: str, df: pd.DataFrame | None) -> dict:
     return {"name": name, "title": spec.title, "note": spec.note, "columns": columns, "rows": rows}
 
 
-def _verdicts(report: StudyReport) -> list[dict]:
+def _verdicts(report: StudyReport) -> list[dict[str, Any]]:
     """Per attribute in rubric order (as the rating page and the other tables list them), each
     judge's plain-language verdict."""
     out = []
@@ -157,7 +166,7 @@ def _verdicts(report: StudyReport) -> list[dict]:
     return out
 
 
-def _charts(report: StudyReport) -> dict[str, dict]:
+def _charts(report: StudyReport) -> dict[str, dict[str, Any]]:
     if report.reliability.empty:
         return {}
     rel, attrs = report.reliability, report.attributes
@@ -192,9 +201,9 @@ def _form_and_report(
 
 def _filter_errors(form: ReportFilterForm) -> list[str]:
     return [
-        f"{form.fields[name].label or name.capitalize()}: {' '.join(errors)}"
+        f"{form.fields[name].label or name.capitalize()}: {' '.join(map(str, errors))}"
         if name in form.fields
-        else " ".join(errors)
+        else " ".join(map(str, errors))
         for name, errors in form.errors.items()
     ]
 
@@ -208,7 +217,7 @@ def study_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @role_required(RESEARCHER)
-def dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
+def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
     study = _study(study_id)
     form, report = _form_and_report(request, study)
     if report is None:
@@ -326,7 +335,7 @@ def _distortion_study(study_id: int) -> Study:
     return get_object_or_404(Study, pk=study_id, kind=Study.Kind.DISTORTION_LABELLING)
 
 
-def _distortion_present(name: str, df: pd.DataFrame) -> dict:
+def _distortion_present(name: str, df: pd.DataFrame) -> dict[str, Any]:
     spec = DISTORTION_TABLES[name]
     rows = [[_cell(v) for v in row] for row in df.itertuples(index=False)]
     return {
@@ -415,7 +424,7 @@ def kappa_f1(request: HttpRequest) -> HttpResponse:
     """Upload a classifier's predictions; get weighted F1, F1_random, κ_F1 and the simulated
     baseline (§5.2–5.3, Appendix J). Nothing is stored."""
     form = KappaF1Form(request.POST or None, request.FILES or None)
-    context: dict = {"form": form, "result": None}
+    context: dict[str, Any] = {"form": form, "result": None}
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         text = io.TextIOWrapper(upload.file, encoding="utf-8-sig", newline="")

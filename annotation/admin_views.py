@@ -6,6 +6,7 @@ Admins only (staff or the admin group); every write goes through a service.
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,7 +16,7 @@ from django.views.decorators.http import require_POST
 from .csvsafe import safe_writer
 from .forms import AssignForm, InviteForm, RaterChoiceForm
 from .models import Assignment, Study
-from .roles import ADMIN, manageable_users, role_required
+from .roles import ADMIN, AuthenticatedHttpRequest, manageable_users, role_required
 from .selectors import assignments_for_admin, clinician_progress, label_changes, rating_changes
 from .services import (
     assignment_is_stale,
@@ -121,7 +122,7 @@ def reclaim(request: HttpRequest, pk: int) -> HttpResponse:
     return _rater_action(request, pk, assignment_reclaim)
 
 
-def _password_link(request: HttpRequest, user) -> str:
+def _password_link(request: AuthenticatedHttpRequest, user: User) -> str:
     # Raises PermissionDenied (403) for an account the signed-in admin may not manage.
     uidb64, token = user_password_token_issue(actor=request.user, user=user)
     path = reverse("annotation:password_set", kwargs={"uidb64": uidb64, "token": token})
@@ -130,7 +131,7 @@ def _password_link(request: HttpRequest, user) -> str:
 
 @require_POST
 @role_required(ADMIN)
-def invite(request: HttpRequest) -> HttpResponse:
+def invite(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = InviteForm(request.POST)
     if form.is_valid():
         try:
@@ -146,7 +147,7 @@ def invite(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @role_required(ADMIN)
-def reset_link(request: HttpRequest, pk: int) -> HttpResponse:
+def reset_link(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     # Issuing the link changes nothing yet; it works once, until the password is set.
     user = get_object_or_404(get_user_model(), pk=pk, is_active=True)
     return _overview(request, link_for=user, link=_password_link(request, user))

@@ -3,6 +3,10 @@ a clinician sees after submitting a practice conversation. Writes go through ser
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
+from django import forms
 from django.contrib import messages
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
@@ -18,7 +22,7 @@ from .calibration_forms import (
     ReferenceCsvForm,
 )
 from .models import Assignment, AssignmentItem, Attribute, ReferenceScore, Response, Study
-from .roles import ADMIN, CLINICIAN, role_required
+from .roles import ADMIN, CLINICIAN, AuthenticatedHttpRequest, role_required
 from .selectors import assignment_get_for_user
 from .time_on_task import response_active_seconds
 from .topup import topup_assign, topup_summary
@@ -122,7 +126,7 @@ def _training_page(request: HttpRequest, study: Study | None, *, status: int = 2
 
 
 @role_required(ADMIN)
-def training(request: HttpRequest) -> HttpResponse:
+def training(request: AuthenticatedHttpRequest) -> HttpResponse:
     study = study_from_request(request)
     if request.method != "POST":
         return _training_page(request, study)
@@ -131,6 +135,7 @@ def training(request: HttpRequest) -> HttpResponse:
         return redirect("annotation:manage_training")
     back = f"{reverse('annotation:manage_training')}?study={study.pk}"
     action = request.POST.get("action", "")
+    form: forms.Form
     try:
         if action == "settings":
             form = CalibrationSettingsForm(request.POST)
@@ -203,8 +208,11 @@ def _grid_rows(request: HttpRequest, study: Study) -> list[tuple[int, str, str, 
         ).select_related("conversation", "responder")
     }
     attributes = dict(Attribute.objects.filter(rubric_id=study.rubric_id).values_list("id", "name"))
-    rows, problems = [], []
-    for key, value in request.POST.items():
+    rows: list[tuple[int, str, str, str, str]] = []
+    problems: list[str] = []
+    # QueryDict.items gives each key's last value: a str (the stubs allow an empty list).
+    posted = cast(Iterable[tuple[str, str]], request.POST.items())
+    for key, value in posted:
         if not key.startswith("ref-") or not value.strip():
             continue
         parts = key.split("-")
@@ -234,7 +242,7 @@ def _grid_rows(request: HttpRequest, study: Study) -> list[tuple[int, str, str, 
 
 
 @role_required(ADMIN)
-def topup(request: HttpRequest) -> HttpResponse:
+def topup(request: AuthenticatedHttpRequest) -> HttpResponse:
     study = study_from_request(request)
     if request.method == "POST":
         if study is None:

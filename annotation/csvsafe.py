@@ -34,7 +34,10 @@ import csv
 import re
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DANGEROUS_FIRST = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -117,7 +120,7 @@ def safe_dict_writer(file, fieldnames: list[str], **kwargs) -> _SafeDictWriter:
     return _SafeDictWriter(csv.DictWriter(file, fieldnames=fieldnames, **kwargs))
 
 
-def safe_frame(df):
+def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
     """A copy of a pandas DataFrame ready for ``to_csv``: text cells and column names
     neutralised, numeric columns untouched (they are numbers, whatever their sign)."""
     from pandas.api.types import is_bool_dtype, is_numeric_dtype

@@ -1,4 +1,7 @@
+from typing import Any, cast
+
 from django import forms
+from django.http import QueryDict
 
 from .models import Rater, Study
 
@@ -32,8 +35,8 @@ class ImportForm(forms.Form):
     )
     file = forms.FileField()
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # Form.clean returns cleaned_data
         if not data.get("study") and not (data.get("new_study") or "").strip():
             raise forms.ValidationError("Choose a study or name a new one.")
         if data.get("kind") == "judge" and not (data.get("judge_name") or "").strip():
@@ -50,8 +53,8 @@ class ScoreSaveForm(forms.Form):
     rationale = forms.CharField(required=False, max_length=2000, strip=False)
     edited_ms = forms.IntegerField(required=False, min_value=0)
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # Form.clean returns cleaned_data
         if data.get("attribute") is not None and data.get("score") is None:
             raise forms.ValidationError("a score needs a value")
         if data.get("attribute") is None and "rationale" not in self.data:
@@ -70,15 +73,16 @@ class LabelSaveForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.scheme = scheme
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # Form.clean returns cleaned_data
         if self.scheme == Study.LabelScheme.RANKED:
             dominant, secondary = data.get("dominant") or "", data.get("secondary") or ""
             if secondary and not dominant:
                 raise forms.ValidationError("choose the dominant label first")
             data["labels"] = [x for x in (dominant, secondary) if x]
         else:
-            data["labels"] = [x for x in self.data.getlist("labels") if x][:100]
+            posted = cast(QueryDict, self.data)  # request.POST
+            data["labels"] = [x for x in posted.getlist("labels") if x][:100]
         return data
 
 
@@ -92,7 +96,9 @@ class FlagForm(forms.Form):
 
 class AssignForm(forms.Form):
     study = forms.ModelChoiceField(queryset=Study.objects.all())
-    clinicians = forms.ModelMultipleChoiceField(queryset=None, widget=forms.CheckboxSelectMultiple)
+    clinicians: "forms.ModelMultipleChoiceField[Rater]" = forms.ModelMultipleChoiceField(
+        queryset=None, widget=forms.CheckboxSelectMultiple
+    )
     overlap = forms.IntegerField(
         min_value=1, initial=1, help_text="clinicians per overlapping conversation (e.g. 3)"
     )
@@ -111,7 +117,7 @@ class AssignForm(forms.Form):
 
 
 class RaterChoiceForm(forms.Form):
-    rater = forms.ModelChoiceField(queryset=None)
+    rater: "forms.ModelChoiceField[Rater]" = forms.ModelChoiceField(queryset=None)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from .models import Assignment, AssignmentChange, AssignmentItem, Rating, Response, Study
@@ -71,10 +71,9 @@ def _missing(study: Study) -> dict[int, list[int]]:
 
 def topup_summary(*, study: Study) -> TopUpSummary:
     missing = _missing(study)
-    rows = Assignment.objects.filter(pk__in=list(missing)).values_list(
-        "rater_id", "conversation_id"
+    rows = list(
+        Assignment.objects.filter(pk__in=list(missing)).values_list("rater_id", "conversation_id")
     )
-    rows = list(rows)
     return TopUpSummary(
         assignments=len(missing),
         clinicians=len({r for r, _ in rows}),
@@ -85,7 +84,7 @@ def topup_summary(*, study: Study) -> TopUpSummary:
 
 @transaction.atomic
 def topup_assign(
-    *, study: Study, user: AbstractBaseUser | None, rng: random.Random | None = None
+    *, study: Study, user: User | None, rng: random.Random | None = None
 ) -> TopUpSummary:
     """Give every live assignment of the study the responses it lacks. Idempotent: a second
     run finds nothing missing and creates nothing."""

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 
@@ -147,14 +147,16 @@ def reference_csv_rows(
             ]  # fmt: skip
         )
     index = [header.index(c) for c in REFERENCE_COLUMNS]
-    rows, problems = [], []
+    rows: list[tuple[int, str, str, str, str]] = []
+    problems: list[str] = []
     for number, row in enumerate(reader, start=2):
         if not any(cell.strip() for cell in row):
             continue
         if len(row) < len(header):
             problems.append(f"{file}, row {number}: {len(row)} cells, expected {len(header)}")
             continue
-        rows.append((number, *(row[i].strip() for i in index)))
+        conversation, responder, attribute, score = (row[i].strip() for i in index)
+        rows.append((number, conversation, responder, attribute, score))
     if problems:
         raise ReferenceProblems(problems)
     if not rows:
@@ -167,7 +169,7 @@ def reference_scores_set(
     *,
     study: Study,
     rows: list[tuple[int, str, str, str, str]],
-    user: AbstractBaseUser | None,
+    user: User | None,
     file: str = "the form",
 ) -> int:
     """Store reference scores given as (row, conversation id, responder key, attribute name,
@@ -372,7 +374,7 @@ def training_outcome_record(*, study: Study, rater: Rater) -> TrainingOutcome | 
 
 
 @transaction.atomic
-def training_let_through(*, study: Study, rater: Rater, user: AbstractBaseUser) -> TrainingOutcome:
+def training_let_through(*, study: Study, rater: Rater, user: User) -> TrainingOutcome:
     """An admin's decision that a clinician may start real work (recorded with who decided)."""
     outcome, _ = TrainingOutcome.objects.select_for_update().get_or_create(
         study=study, rater=rater, defaults={"passed": True, "decided_by": user}

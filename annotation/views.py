@@ -15,7 +15,7 @@ from .importers.limits import ImportLimits
 from .importers.mentalalign import read_workbook
 from .importers.mentalbench import read_conversations
 from .models import Study
-from .roles import ADMIN, CLINICIAN, role_required
+from .roles import ADMIN, CLINICIAN, AuthenticatedHttpRequest, role_required
 from .selectors import (
     assignment_get_for_user,
     assignments_for_user,
@@ -189,7 +189,7 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
 
 @require_POST
 @role_required(CLINICIAN)
-def save_labels(request: HttpRequest, token: str) -> HttpResponse:
+def save_labels(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     assignment = assignment_get_for_user(user=request.user, token=token)
     form = LabelSaveForm(request.POST, scheme=assignment.conversation.study.label_scheme)
     if not form.is_valid():
@@ -212,7 +212,7 @@ def save_labels(request: HttpRequest, token: str) -> HttpResponse:
 
 @require_POST
 @role_required(CLINICIAN)
-def save(request: HttpRequest, token: str) -> HttpResponse:
+def save(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     assignment = assignment_get_for_user(user=request.user, token=token)
     form = ScoreSaveForm(request.POST)
     if not form.is_valid():
@@ -239,7 +239,7 @@ def save(request: HttpRequest, token: str) -> HttpResponse:
 
 @require_POST
 @role_required(CLINICIAN)
-def submit(request: HttpRequest, token: str) -> HttpResponse:
+def submit(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     assignment = assignment_get_for_user(user=request.user, token=token)
     if _is_labelling(assignment):
         try:
@@ -257,9 +257,9 @@ def submit(request: HttpRequest, token: str) -> HttpResponse:
         assignment = assignment_submit(assignment=assignment, user=request.user)
     except AssignmentIncomplete as exc:
         context = _rating_context(request, assignment, missing=exc.missing)
-        missing = dict(exc.missing)
+        missing_by_item = dict(exc.missing)
         for item in context["page"].items:
-            item.missing = missing.get(item.label, [])
+            item.missing = missing_by_item.get(item.label, [])
         return render(request, "annotation/rate.html", context, status=422)
     except AssignmentLocked as exc:
         messages.error(request, str(exc))

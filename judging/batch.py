@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -43,6 +43,9 @@ from . import batch_providers, providers, services
 from .label_parsing import parse_label_output
 from .models import ModelEndpoint, ProviderBatch, Run, RunItem
 from .parsing import parse_judge_output
+
+if TYPE_CHECKING:
+    import anthropic
 
 logger = logging.getLogger(__name__)
 
@@ -742,7 +745,8 @@ def cost_estimate(
     if endpoint.provider == ModelEndpoint.Provider.ANTHROPIC and sample:
         config = services.endpoint_config(endpoint)
         try:
-            sdk = batch_providers.client(config)
+            # An Anthropic endpoint's client.
+            sdk = cast("anthropic.Anthropic", batch_providers.client(config))
             spec = batch_providers.RequestSpec(
                 temperature=None, max_tokens=max_tokens, json_mode=False, schema=None
             )

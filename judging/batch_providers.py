@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Final
 
 # The SDKs are imported where they are used: every web process imports this module (through
 # judging.views), and only batch work needs them.
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 from . import providers
 from .providers import Completion, EndpointConfig, OutputSchema
 
-OPENAI_ENDPOINT = "/v1/chat/completions"
-COMPLETION_WINDOW = "24h"
+OPENAI_ENDPOINT: Final = "/v1/chat/completions"
+COMPLETION_WINDOW: Final = "24h"
 
 
 def supports_batch(*, provider: str, flag: bool) -> bool:
@@ -140,7 +140,7 @@ def submit(
     try:
         if isinstance(sdk, anthropic.Anthropic):
             requests = [json.loads(line) for line in jsonl if line.strip()]
-            batch = sdk.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+            batch = sdk.messages.batches.create(requests=requests)
             return Submitted(batch_id=batch.id, input_file_id="")
         uploaded = sdk.files.create(file=(f"{token}.jsonl", jsonl), purpose="batch")
         created = sdk.batches.create(

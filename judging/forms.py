@@ -1,5 +1,7 @@
 """Launch forms for judge and generation runs (validation only; services do the writes)."""
 
+from typing import Any, cast
+
 from django import forms
 
 from annotation.models import Study
@@ -77,8 +79,8 @@ class JudgeRunForm(_ExecutionFields):
         help_text="asks per response before it counts as failed",
     )
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # Form.clean returns cleaned_data
         if data.get("subset") == Run.Subset.SAMPLE and not data.get("sample_size"):
             self.add_error("sample_size", "A sample needs a size.")
         return data
@@ -120,8 +122,8 @@ class LabellingRunForm(_ExecutionFields):
         min_value=1, max_value=10, initial=3, help_text="asks per message before it is invalid"
     )
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # Form.clean returns cleaned_data
         if data.get("subset") == Run.Subset.SAMPLE and not data.get("sample_size"):
             self.add_error("sample_size", "A sample needs a size.")
         temperature = data.get("temperature")

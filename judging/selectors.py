@@ -81,7 +81,7 @@ def run_progress(*, run: Run) -> RunProgress:
         billed_output_tokens=Sum("billed_output_tokens"),
         billed_cost=Sum("billed_cost_usd"),
     )
-    window = THROUGHPUT_WINDOW_S
+    window: float = THROUGHPUT_WINDOW_S
     if run.started_at:
         window = max(1.0, min(window, (now - run.started_at).total_seconds()))
     per_second = row["recent"] / window

@@ -6,6 +6,8 @@ precomputed context.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -18,6 +20,15 @@ from annotation.roles import ADMIN, role_required
 from . import batch, selectors, services
 from .forms import GenerationRunForm, JudgeRunForm, LabellingRunForm, PreviewForm
 from .models import Run
+
+if TYPE_CHECKING:
+    from django_htmx.middleware import HtmxDetails
+
+    class HtmxHttpRequest(HttpRequest):
+        """A request through django_htmx's middleware (settings.MIDDLEWARE)."""
+
+        htmx: HtmxDetails
+
 
 POLL_SECONDS = 2
 
@@ -63,7 +74,7 @@ def runs(request: HttpRequest) -> HttpResponse:
 
 
 @role_required(ADMIN)
-def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("study", "endpoint", "rater"), pk=pk)
     template = "judging/_progress.html" if request.htmx else "judging/run.html"
     return render(request, template, _run_context(run))

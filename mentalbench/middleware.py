@@ -2,7 +2,7 @@
 
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.middleware.gzip import GZipMiddleware
 from django.utils.cache import add_never_cache_headers
 
@@ -35,7 +35,9 @@ class CompressPagesMiddleware(GZipMiddleware):
     every response, and no page reflects a request's input next to another long-lived secret.
     """
 
-    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
         if response.streaming:
             return response
         return super().process_response(request, response)

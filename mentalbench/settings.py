@@ -7,6 +7,7 @@ Redis-backed worker, which is what production, the tests and CI use.
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from cryptography.fernet import Fernet
@@ -329,7 +330,7 @@ for _position, _key in enumerate(MENTALBENCH_ENCRYPTION_KEYS, start=1):
 # (../shared beside the checkout). Only tests and the README's optional import read it.
 SHARED_DIR = Path(os.environ.get("MENTALBENCH_SHARED", BASE_DIR.parent / "shared"))
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},

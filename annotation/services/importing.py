@@ -7,7 +7,7 @@ same file again stores nothing twice.
 from collections import Counter
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from scoring.distortions import DEFAULT_DISTORTIONS, OTHERS
@@ -203,7 +203,7 @@ def conversations_import(
     records: list[ConversationRecord],
     file_name: str,
     sha256: str,
-    user: AbstractBaseUser | None = None,
+    user: User | None = None,
 ) -> dict:
     """Store conversations and responses; re-importing the same file creates nothing.
 
@@ -375,7 +375,7 @@ def mentalalign_import(
     study: Study,
     sources: list[WorkbookSource],
     strict: bool = False,
-    user: AbstractBaseUser | None = None,
+    user: User | None = None,
 ) -> list[dict]:
     """Store every parseable cell as a complete rating (with its raw text) and every unparseable
     one as an invalid rating (raw text and reason, no scores); count empty cells. All sources
@@ -421,7 +421,7 @@ def mentalalign_import(
                     )
                 continue
             parsed = parse_judge_output(raw, names, scale)
-            if not parsed.ok:
+            if parsed.error is not None:  # i.e. not parsed.ok, spelled so mypy sees a str
                 if strict:
                     raise ImportProblem(
                         parsed.error, file=workbook.file, row=cell.row, column=cell.column

@@ -1,6 +1,6 @@
 """Clinician distortion labelling: saving and submitting a conversation's labels."""
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -48,7 +48,7 @@ def labels_check(*, labels: list[str], names: list[str], scheme: str) -> list[st
 def label_annotation_save(
     *,
     assignment: Assignment,
-    user: AbstractBaseUser,
+    user: User,
     labels: list[str],
     edited_ms: int | None = None,
 ) -> SaveResult:
@@ -87,7 +87,7 @@ def label_annotation_save(
 
 
 @transaction.atomic
-def label_assignment_submit(*, assignment: Assignment, user: AbstractBaseUser) -> Assignment:
+def label_assignment_submit(*, assignment: Assignment, user: User) -> Assignment:
     """Lock a labelled user message: needs a dominant label (ranked) or at least one label
     (multi). Raises AssignmentIncomplete saying what is missing."""
     assignment = _locked_open(assignment)

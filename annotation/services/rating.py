@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.contrib.auth.tokens import default_token_generator
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -252,6 +252,7 @@ def _touch(assignment: Assignment, now) -> None:
         # Whole seconds only; the remainder is carried (the clock advances by what was counted),
         # so frequent saves a fraction of a second apart still add up.
         assignment.active_seconds += int(gap)
+        assert previous is not None  # gap is only measured from a previous activity
         assignment.last_activity_at = previous + timedelta(seconds=int(gap))
     else:
         assignment.active_seconds += HEARTBEAT_MAX_SECONDS if gap else 0
@@ -296,7 +297,7 @@ def rating_save(
     *,
     assignment: Assignment,
     item_token: str,
-    user: AbstractBaseUser,
+    user: User,
     attribute_id: int | None = None,
     score: int | None = None,
     rationale: str | None = None,
@@ -325,10 +326,14 @@ def rating_save(
         # One query checks both that the attribute is in this study's rubric and the score is on
         # its scale; the error path may take a second one to say which.
         rubric_id = assignment.conversation.study.rubric_id
-        on_scale = AttributeLevel.objects.filter(
-            attribute_id=attribute_id, value=score, attribute__rubric_id=rubric_id
-        ).exists()
-        if not on_scale:
+        # A missing score is on no scale (the query would look for a NULL level, find none).
+        on_scale = (
+            score is not None
+            and AttributeLevel.objects.filter(
+                attribute_id=attribute_id, value=score, attribute__rubric_id=rubric_id
+            ).exists()
+        )
+        if score is None or not on_scale:
             attribute = Attribute.objects.filter(pk=attribute_id, rubric_id=rubric_id).first()
             if attribute is None:
                 raise ValueError("unknown attribute")
@@ -379,7 +384,7 @@ def _rationale_rule(*, minimum: int) -> str:
 
 
 @transaction.atomic
-def assignment_submit(*, assignment: Assignment, user: AbstractBaseUser) -> Assignment:
+def assignment_submit(*, assignment: Assignment, user: User) -> Assignment:
     """Lock a conversation once every response has every attribute scored; its ratings become
     `complete` (the only ones analysis uses). Raises AssignmentIncomplete naming what is missing."""
     assignment = _locked_open(assignment)
@@ -474,9 +479,7 @@ def clinician_create(*, username: str, email: str = "") -> tuple:
     return user, rater
 
 
-def user_password_token_issue(
-    *, actor: AbstractBaseUser, user: AbstractBaseUser
-) -> tuple[str, str]:
+def user_password_token_issue(*, actor: User, user: User) -> tuple[str, str]:
     """The (uidb64, token) pair of a one-time set-password link for `user`, issued by `actor`.
 
     Whoever holds the link can take the account over, so it is issued only for accounts the

@@ -13,14 +13,14 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import connection
 
 from annotation.selectors import study_distortion_labels, study_rubric
-from scoring.label_parsing import parse_label_output
+from scoring.label_parsing import Scheme, parse_label_output
 from scoring.parsing import parse_judge_output, strip_think
 
 from .. import prompts, providers, structured
@@ -83,7 +83,7 @@ class _Plan:
     scale: tuple[int, int] = (1, 5)
     responder_id: int | None = None
     labels: list[dict[str, str]] = field(default_factory=list)
-    scheme: str = "ranked"
+    scheme: Scheme = "ranked"
     # The answer's JSON schema, sent only where the endpoint has structured outputs on.
     output_schema: providers.OutputSchema | None = None
 
@@ -118,7 +118,8 @@ class _Plan:
                 )
         elif run.kind == Run.Kind.LABELLING:
             plan.labels = study_distortion_labels(study_id=run.study_id)
-            plan.scheme = (run.params or {}).get("scheme") or run.study.label_scheme
+            # A study's choices or a launch form's (parse_label_output refuses anything else).
+            plan.scheme = cast(Scheme, (run.params or {}).get("scheme") or run.study.label_scheme)
             if endpoint.structured_output != providers.STRUCTURED_OFF:
                 plan.output_schema = providers.OutputSchema(
                     name=structured.LABELS_SCHEMA_NAME,
@@ -140,10 +141,13 @@ def item_messages(
     """(system, user) exactly as sent for this item."""
     if item.response_id:
         response = item.response
+        assert response is not None  # response_id is set
         return prompts.judge_messages(response.conversation.context, response.text, rubric)
+    conversation = item.conversation
+    assert conversation is not None  # an item without a response is a conversation's
     if plan is not None and plan.kind == Run.Kind.LABELLING:
-        return labelling_messages(item.conversation.context, labels=plan.labels, scheme=plan.scheme)
-    return prompts.generation_messages(item.conversation.context)
+        return labelling_messages(conversation.context, labels=plan.labels, scheme=plan.scheme)
+    return prompts.generation_messages(conversation.context)
 
 
 def run_work(*, run_id: int) -> None:

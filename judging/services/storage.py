@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -216,7 +216,8 @@ def _ratings_insert(answered: Sequence[Result], plan: _Plan) -> None:
         Score(rating=rating, attribute_id=plan.attribute_ids[name], value=value)
         for rating, (_, outcome) in zip(ratings, answered, strict=True)
         if rating.status == Rating.Status.COMPLETE
-        for name, value in outcome.parse.scores.items()
+        # A complete rating is a parsed answer.
+        for name, value in cast(JudgeParse, outcome.parse).scores.items()
     )
 
 
@@ -253,18 +254,21 @@ def generation_items_store(*, results: Sequence[Result], token: str, plan: _Plan
     for item, outcome in owned:
         if not outcome.ok:
             continue
+        conversation_id, responder_id = item.conversation_id, plan.responder_id
+        # A generation item is a conversation's; a generation plan names its responder.
+        assert conversation_id is not None and responder_id is not None
         try:
             with transaction.atomic():
                 Response.objects.create(
-                    conversation_id=item.conversation_id,
-                    responder_id=plan.responder_id,
+                    conversation_id=conversation_id,
+                    responder_id=responder_id,
                     text=outcome.answer,
                     truncated=outcome.truncated,
                     metadata=outcome.metadata,
                 )
         except IntegrityError:
             if not Response.objects.filter(
-                conversation_id=item.conversation_id, responder_id=plan.responder_id
+                conversation_id=conversation_id, responder_id=responder_id
             ).exists():
                 raise
             logger.info("response for run item %s was already stored", item.id)

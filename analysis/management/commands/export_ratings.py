@@ -1,6 +1,7 @@
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -40,7 +41,7 @@ class Command(BaseCommand):
             "(recorded in the export audit log)",
         )
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         study = study_get_or_error(options["study"])
         out: Path = options["out"]
         what = "ratings-wide" if options["wide"] else "ratings-long"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -11,7 +12,7 @@ from analysis.judge_assisted_selectors import (
     conversation_external_ids,
     judge_assisted_report,
 )
-from analysis.management.commands.reliability_report import study_get_or_error
+from analysis.management.lookup import study_get_or_error
 
 TABLE_COLUMNS = (*judge_assisted.CONTRACT_COLUMNS, "ratings_saved")
 
@@ -56,7 +57,7 @@ class Command(BaseCommand):
         parser.add_argument("--alpha", default="0.05", help="1 − confidence level (default 0.05)")
         parser.add_argument("--format", choices=("csv", "table"), default="table")
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             alpha = float(options["alpha"])
         except ValueError:

@@ -1,7 +1,9 @@
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import reports
-from analysis.management.lookup import study_get_or_error  # noqa: F401 (shared)
+from analysis.management.lookup import study_get_or_error
 from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import (
     Filters,
@@ -81,7 +83,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--judge", action="append", help="only this judge (repeatable)")
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         if options["bootstrap"] < 1:
             raise CommandError(f"--bootstrap must be ≥ 1, got {options['bootstrap']}")
         study = study_get_or_error(options["study"])

@@ -6,7 +6,7 @@ from django.db import transaction
 
 from annotation.csvsafe import safe_dict_writer
 from annotation.importers.base import ImportProblem, file_sha256
-from annotation.importers.mentalalign import read_workbook
+from annotation.importers.mentalalign import Workbook, read_workbook
 from annotation.services import (
     WorkbookSource,
     clinician_rater_get_or_create,
@@ -80,7 +80,7 @@ class Command(BaseCommand):
             raise CommandError("nothing to import: give --human FILE and/or --judge NAME=FILE")
         try:
             # Read and validate every file before touching the database.
-            books = []
+            books: list[tuple[str | None, Path, Workbook]] = []
             if options["human"]:
                 books.append(
                     (None, options["human"], read_workbook(options["human"], kind="human"))
