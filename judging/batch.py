@@ -573,7 +573,7 @@ def results_store(
         prefix = f"no valid {kind} output; " if kind and completion is not None else ""
         outcome.error = prefix + _joined(item, reason)
         finished.append((item, outcome))
-    services.items_bill(received=billed, plan=plan)
+    services.items_bill(received=billed, plan=plan, locked=True)  # locked above
     if finished:
         counts.stored = plan.store(finished, token)
     counts.reasked = _reask(again, token=token, reasons=reasons, plan=plan)

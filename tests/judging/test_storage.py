@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from django.db import DataError, connection
+from django.db import DataError, connection, transaction
 
 from annotation.models import Rating, Score
 from judging import services
@@ -41,7 +41,47 @@ def _outcome(index: int) -> Outcome:
         return Outcome(error="timed out")  # no answer at all: no rating
     scores = {name: 1 + (index + i) % 5 for i, name in enumerate(ATTRIBUTES)}
     parse = JudgeParse(scores=scores, overall=index % 5 + 0.5, explanation=f"why ‘{index}’\n")
-    return Outcome(raw_output=f'{{"n": {index}}}', parse=parse, input_tokens=10, output_tokens=5)
+    return Outcome(
+        raw_output=f'{{"n": {index}}}',
+        parse=parse,
+        input_tokens=10 + index,
+        output_tokens=5,
+        requests=1 + index % 2,
+        latency_s=None if index % 4 == 0 else index if index % 4 == 1 else index / 10,
+    )
+
+
+def _items(run_id: int) -> list[tuple]:
+    return list(
+        RunItem.objects.filter(run_id=run_id)
+        .order_by("response_id")
+        .values_list(
+            "status",
+            "last_error",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "requests",
+            "latency_s",
+            "claim_token",
+        )
+    )
+
+
+def _expected_items(outcomes: list[Outcome]) -> list[tuple]:
+    return [
+        (
+            "failed" if outcome.error else "done",
+            outcome.error,
+            outcome.input_tokens,
+            outcome.output_tokens,
+            (outcome.input_tokens * 2.5 + outcome.output_tokens * 10.0) / 1_000_000,
+            outcome.requests,
+            outcome.latency_s,
+            "",
+        )
+        for outcome in outcomes
+    ]
 
 
 def _stored(run_id: int) -> list[tuple]:
@@ -75,6 +115,8 @@ def test_copy_and_bulk_create_store_the_same_rows(big_study, endpoint_factory, m
         results = [(item, _outcome(i)) for i, item in enumerate(items)]
         assert services.judge_items_store(results=results, token=f"t{copy_from}", plan=plan) == SIZE
         stored.append(_stored(plan.run_id))
+        assert _items(plan.run_id) == _expected_items([outcome for _, outcome in results])
+        assert not RunItem.objects.filter(run_id=plan.run_id, finished_at=None).exists()
     assert stored[0] == stored[1]
     assert len(stored[0]) == SIZE - SIZE // 10
     assert Score.objects.filter(rating__run_id=plan.run_id).count() == (
@@ -120,3 +162,39 @@ def test_a_value_the_column_cannot_hold_fails_the_whole_store(big_study, endpoin
         services.judge_items_store(results=results, token="t", plan=plan)
     assert not Rating.objects.filter(run_id=plan.run_id).exists()
     assert RunItem.objects.filter(run_id=plan.run_id, status=RunItem.Status.RUNNING).count() == SIZE
+
+
+def test_billing_in_one_statement_counts_what_a_statement_per_item_counts(
+    big_study, endpoint_factory
+):
+    plan, items = _claimed(big_study, endpoint_factory("openai"), token="t")
+    half = SIZE // 2
+    tokens = [(3 + i, 7 * i) for i in range(half)]
+    with transaction.atomic():  # as a batch poller's store: the rows locked first
+        list(RunItem.objects.select_for_update().filter(id__in=[i.id for i in items[:half]]))
+        services.items_bill(
+            received=[(item.id, *t) for item, t in zip(items[:half], tokens, strict=True)],
+            plan=plan,
+            locked=True,
+        )
+    services.items_bill(  # the immediate-mode loop's way, an item billed twice at the end
+        received=[(item.id, *t) for item, t in zip(items[half:], tokens, strict=True)]
+        + [(items[-1].id, *tokens[-1])],
+        plan=plan,
+    )
+    fields = (
+        "billed_completions",
+        "billed_input_tokens",
+        "billed_output_tokens",
+        "billed_cost_usd",
+    )
+
+    def billed(part: list[RunItem]) -> list[tuple]:
+        by_id = {row[0]: row[1:] for row in RunItem.objects.values_list("id", *fields)}
+        return [by_id[item.id] for item in part]
+
+    once, per_item = billed(items[:half]), billed(items[half:])
+    assert once[:-1] == per_item[:-1]
+    assert once[0] == (1, 3, 0, 3 * 2.5 / 1_000_000)
+    last_in, last_out = tokens[-1]
+    assert per_item[-1][:3] == (2, 2 * last_in, 2 * last_out)
