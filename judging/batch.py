@@ -383,8 +383,12 @@ def run_settle(*, run_id: int) -> Run:
 @transaction.atomic
 def _lease(batch_id: int, *, force: bool) -> ProviderBatch | None:
     """Take the batch's next poll for this poller (others skip it until the backoff is over)."""
+    # Only the batch's row is locked (of=self): with the joined run and endpoint rows locked
+    # too, a second poller leasing another batch of the same run at that moment would find the
+    # run row locked and skip its batch, leaving it for a later poll instead of storing the two
+    # batches at once.
     batch = (
-        ProviderBatch.objects.select_for_update(skip_locked=True)
+        ProviderBatch.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("run__endpoint")
         .filter(id=batch_id, status__in=ProviderBatch.OPEN)
         .first()
@@ -572,7 +576,7 @@ def results_store(
         prefix = f"no valid {kind} output; " if kind and completion is not None else ""
         outcome.error = prefix + _joined(item, reason)
         finished.append((item, outcome))
-    services.items_bill(received=billed, plan=plan)
+    services.items_bill(received=billed, plan=plan, locked=True)  # locked above
     if finished:
         counts.stored = plan.store(finished, token)
     counts.reasked = _reask(again, token=token, reasons=reasons, plan=plan)

@@ -114,31 +114,53 @@ def items_heartbeat(*, token: str, run_id: int | None = None) -> None:
         Run.objects.filter(id=run_id).update(heartbeat_at=now)
 
 
-def items_bill(*, received: Sequence[tuple[int, int, int]], plan: _Plan) -> None:
+def items_bill(
+    *, received: Sequence[tuple[int, int, int]], plan: _Plan, locked: bool = False
+) -> None:
     """Count completions received (item id, input tokens, output tokens) on their items.
 
     Whether or not the result is ever stored: a loop that lost its claim, a cancelled item, a
     re-ask — the provider billed them all. Called by the loop within half a second of receiving
     (and when it stops), so only what arrived in that last moment before a SIGKILL goes uncounted.
+    `locked`: the caller's transaction holds the items' row locks (a batch poller's store).
     """
     if not received:
         return
+    rows = [
+        (
+            input_tokens,
+            output_tokens,
+            (input_tokens * plan.price_input + output_tokens * plan.price_output) / 1_000_000,
+            item_id,
+        )
+        for item_id, input_tokens, output_tokens in received
+    ]
     with connection.cursor() as cursor:
+        if (
+            locked
+            and connection.vendor == "postgresql"
+            and len({row[-1] for row in rows}) == len(rows)
+        ):
+            # One statement with the values as arrays, where the rows are already locked (so
+            # the order the join updates them in cannot matter) and each item is billed once
+            # (a join would apply only one of an item's completions).
+            cursor.execute(
+                f"UPDATE {RunItem._meta.db_table} AS item "
+                "SET billed_completions = item.billed_completions + 1, "
+                "billed_input_tokens = item.billed_input_tokens + v.input_tokens, "
+                "billed_output_tokens = item.billed_output_tokens + v.output_tokens, "
+                "billed_cost_usd = item.billed_cost_usd + v.cost_usd "
+                "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[], %s::bigint[]) "
+                "AS v(input_tokens, output_tokens, cost_usd, id) WHERE item.id = v.id",
+                [list(column) for column in zip(*rows, strict=True)],
+            )
+            return
         cursor.executemany(
             f"UPDATE {RunItem._meta.db_table} SET billed_completions = billed_completions + 1, "
             "billed_input_tokens = billed_input_tokens + %s, "
             "billed_output_tokens = billed_output_tokens + %s, "
             "billed_cost_usd = billed_cost_usd + %s WHERE id = %s",
-            [
-                (
-                    input_tokens,
-                    output_tokens,
-                    (input_tokens * plan.price_input + output_tokens * plan.price_output)
-                    / 1_000_000,
-                    item_id,
-                )
-                for item_id, input_tokens, output_tokens in received
-            ],
+            rows,
         )
 
 

@@ -13,7 +13,7 @@ import threading
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from annotation.models import Rating, Score
 from judging import batch, batch_providers, selectors, services
@@ -164,6 +164,36 @@ def test_requests_are_split_at_the_count_and_byte_limits(
     run = poll_until_settled(run)
     assert run.status == Run.Status.DONE and len(complete_ratings(run)) == 6
     assert RunItem.objects.filter(run=run, attempts=1).count() == 6  # a cut is not an attempt
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_pollers_lease_two_batches_of_one_run_at_once(
+    study, endpoint_factory, fake_llm, settings
+):
+    settings.JUDGING_BATCH_LIMITS = {
+        "openai": {"requests": 3, "bytes": 10**9},
+        "anthropic": {"requests": 3, "bytes": 10**9},
+    }
+    run = launch(study, batch_endpoint(endpoint_factory, "openai"))  # 6 items: 2 batches
+    first, second = ProviderBatch.objects.filter(run=run).order_by("id")
+    leased: list[ProviderBatch | None] = []
+
+    def other_poller() -> None:
+        try:
+            leased.append(batch._lease(second.id, force=True))
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        # One poller holds its lease on the first batch (its lock lasts until it commits) ...
+        assert batch._lease(first.id, force=True) is not None
+        thread = threading.Thread(target=other_poller)
+        thread.start()
+        thread.join(timeout=30)
+    # ... and the other, on another batch of the same run, is not turned away.
+    assert [b.id if b else None for b in leased] == [second.id]
+    run = poll_until_settled(run)
+    assert run.status == Run.Status.DONE and len(complete_ratings(run)) == 6
 
 
 # ------------------------------------------------------------------------------ re-asks
