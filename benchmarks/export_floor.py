@@ -9,6 +9,7 @@ database and the disk cost with no Python at all.
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -68,7 +69,8 @@ def measure(*, study_name: str, env: dict, out_dir: Path, runs: int) -> dict:
     so that other load on the machine falls on both alike."""
     out = out_dir / "scores.csv"
     floor_out = out_dir / "floor.csv"
-    select = " ".join(copy_select(study_name=study_name).split())
+    # psql's \copy takes one line: SQL comments go first, or the rest of the line would be one.
+    select = " ".join(re.sub(r"--[^\n]*", "", copy_select(study_name=study_name)).split())
     url = env["DATABASE_URL"]
     command = [sys.executable, "manage.py", "export_ratings", "--study", study_name]
     command += ["--out", str(out)]

@@ -98,12 +98,14 @@ CREATE TEMPORARY TABLE raw (id text, context text, response text, {models} text,
                             condition_1 text, condition_2 text) ON COMMIT DROP;
 \\copy raw FROM '{path}' WITH (FORMAT csv, HEADER true)
 INSERT INTO annotation_study (name, kind, description, stale_after_days, created_at, rubric_id,
-                              label_scheme)
-SELECT 'floor', kind, '', stale_after_days, now(), rubric_id, label_scheme
+                              label_scheme, rationale_required, rationale_min_length)
+SELECT 'floor', kind, '', stale_after_days, now(), rubric_id, label_scheme, rationale_required,
+       rationale_min_length
 FROM annotation_study WHERE name = 'bench';
-INSERT INTO annotation_conversation (external_id, context, conditions, source, created_at, study_id)
+INSERT INTO annotation_conversation (external_id, context, conditions, source, created_at, study_id,
+                                     practice)
 SELECT id, context, jsonb_build_array(condition_1, condition_2), '', now(),
-       (SELECT id FROM annotation_study WHERE name = 'floor')
+       (SELECT id FROM annotation_study WHERE name = 'floor'), false
 FROM raw;
 INSERT INTO annotation_response (text, truncated, metadata, created_at, conversation_id,
                                  responder_id)
