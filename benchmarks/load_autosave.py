@@ -191,19 +191,23 @@ class Clinician(threading.Thread):
             # Open loop: every save is due at a fixed time, one second after the last one was
             # due, and its latency is counted from then. A slow answer therefore counts against
             # the saves it delayed too (measuring from the actual send would hide that wait:
-            # coordinated omission).
-            scheduled = next_save
-            time.sleep(max(0.0, scheduled - time.monotonic()))
-            next_save += 1.0
-            if time.monotonic() >= next_page:
+            # coordinated omission). A reload is due every 15 s and is sent when due, not at
+            # the next save's tick (which added up to a second of waiting to every reload).
+            if next_page <= next_save:
+                time.sleep(max(0.0, next_page - time.monotonic()))
                 due = next_page
                 next_page += 15
                 try:
                     self.load_page(due)
                 except httpx.HTTPError as exc:  # a failed reload is a failure, not a dead thread
                     self.failures.append(f"page load: {exc!r}"[:120])
-                # A clinician does not save while the page reloads: the save is due after it.
-                scheduled = max(scheduled, time.monotonic())
+                # A clinician does not save while the page reloads: a save that fell due
+                # meanwhile is due when the page is back.
+                next_save = max(next_save, time.monotonic())
+                continue
+            scheduled = next_save
+            time.sleep(max(0.0, scheduled - time.monotonic()))
+            next_save += 1.0
             item, attribute = self.rng.choice(fields)
             score = self.rng.randint(1, 5)
             data = {
