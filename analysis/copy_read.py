@@ -144,7 +144,8 @@ def packed_rating_scores(ratings: QuerySet[Rating], *, per_rating: int) -> Ratin
     array of ``attribute_id << 16 | value`` (a value is a 16-bit SmallIntegerField), padded
     with zeros to ``per_rating`` entries so that every record has the same size and NumPy
     reads them in blocks. A rating with more scores than ``per_rating`` makes the whole read
-    fall back.
+    fall back. Ratings come in id order: which responders and conversations come first sets
+    their order in the bootstrap's arrays, so it must not depend on the query plan.
     """
     if connection.vendor != "postgresql" or per_rating < 1:
         return None
@@ -167,6 +168,7 @@ def packed_rating_scores(ratings: QuerySet[Rating], *, per_rating: int) -> Ratin
             ) AS packed
             JOIN annotation_rating r ON r.id = packed.rating_id
             JOIN annotation_response rp ON rp.id = r.response_id
+            ORDER BY packed.rating_id
         ) TO STDOUT (FORMAT binary)""",
         params,
     )

@@ -147,9 +147,9 @@ def _rating_scores(ratings: QuerySet[Rating]) -> RatingScores:
         (8, 8, 8, 8),
     )
     score_rating, attribute, value = int_columns(
-        Score.objects.filter(rating__in=ratings.values("id")).values_list(
-            "rating_id", "attribute_id", "value"
-        ),
+        Score.objects.filter(rating__in=ratings.values("id"))
+        .order_by("rating_id", "pk")  # the packed read's order: ratings by id
+        .values_list("rating_id", "attribute_id", "value"),
         (8, 8, 2),
     )
     order = np.argsort(rating_id, kind="stable")
