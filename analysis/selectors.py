@@ -119,7 +119,8 @@ def scores_frame(
     complete = Rating.objects.filter(_rating_filter(study, filters), status=Rating.Status.COMPLETE)
     if as_published:
         complete = complete.exclude(source=Rating.Source.IMPORT)  # read below instead
-    read = packed_rating_scores(complete, per_rating=study.rubric.attributes.count())
+    attributes = dict(study.rubric.attributes.values_list("id", "name"))
+    read = packed_rating_scores(complete, per_rating=len(attributes))
     if read is None:
         read = _rating_scores(complete)
     (conversation, responder, rater), at = read.rating_columns, read.at
@@ -134,7 +135,7 @@ def scores_frame(
         )
         attribute = np.concatenate([attribute, extra_ids[:, 3]])
         score = np.concatenate([score, extra_score])
-    return _frame(study, (conversation, responder, rater), at, attribute, score)
+    return _frame(study, (conversation, responder, rater), at, attribute, score, attributes)
 
 
 def _rating_scores(ratings: QuerySet[Rating]) -> RatingScores:
@@ -238,9 +239,10 @@ def _frame(
     at: np.ndarray,
     attribute: np.ndarray,
     score: np.ndarray,
+    attributes: Mapping[int, str],
 ) -> pd.DataFrame:
     """The long frame: labels are looked up once per rating (a seventh of the scores) and
-    then taken for every score by its rating's index ``at``."""
+    then taken for every score by its rating's index ``at``; ``attributes``: id → name."""
     conv, resp, rater = rating_columns
     conversations = {
         pk: (ext, source, ";".join(conditions or []))
@@ -263,7 +265,6 @@ def _frame(
             "id", "name", "kind"
         )
     }
-    attributes = dict(study.rubric.attributes.values_list("id", "name"))
 
     def per_score(ids: np.ndarray, table: Mapping[int, str]) -> pd.Categorical:
         labels = _lookup(ids, table)
