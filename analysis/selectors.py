@@ -108,12 +108,12 @@ def scores_frame(
 ) -> pd.DataFrame:
     """The study's scores, one row per score, in the long format of analysis.reports.
 
-    Two reads of integer ids, not one query joining every score to its rating, response and
-    conversation: the ratings with their response's ids, and the scores of those ratings,
-    packed one row per rating on PostgreSQL; numpy puts them together. At paper scale (2.9
-    million scores) the joins cost PostgreSQL twice as long as the two reads, and every row
-    that reaches Python costs about a microsecond (analysis/copy_read.py); names come from
-    small lookup tables.
+    Integer ids, not one row per score joined to its rating, response and conversation: on
+    PostgreSQL one row per rating with its scores packed beside its ids
+    (analysis/copy_read.py); elsewhere the ratings, then their scores, matched by id in numpy.
+    At paper scale (2.9 million scores) the per-score joins cost PostgreSQL twice as long, and
+    every row that reaches Python costs about a microsecond; names come from small lookup
+    tables, once per rating.
     """
     filters = filters or Filters()
     complete = Rating.objects.filter(_rating_filter(study, filters), status=Rating.Status.COMPLETE)
