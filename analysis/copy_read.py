@@ -1,12 +1,12 @@
-"""Integer columns of a query as NumPy arrays, read with PostgreSQL's binary COPY.
+"""A study's scores as NumPy arrays, read with PostgreSQL's binary COPY, one row per rating.
 
-The reports read one row of five integer ids per score: 2.9 million rows at paper scale.
-Through the DB-API every row becomes a Python tuple of Python ints, which took longer than the
-query itself; ``COPY (…) TO STDOUT (FORMAT binary)`` of the same query arrives as fixed-size
-records when every column is a NOT NULL integer, and NumPy reads a block of them in one call.
-The stream is parsed in blocks as it arrives, so the raw bytes of the whole result are never
-held at once. Other databases take the plain path, as does a result whose records are not all
-the expected size (a NULL): the arrays are the same either way.
+The reports read every score of a study: 2.9 million at paper scale. Through the DB-API every
+row becomes a Python tuple of Python ints, and even a binary COPY hands each row to Python as
+one protocol message, which took longer than the query itself. So PostgreSQL packs each
+rating's scores into one fixed-size record (``packed_rating_scores``), and NumPy reads the
+stream in blocks as it arrives, so the raw bytes of the whole result are never held at once.
+Other databases, and a result whose records are not all the expected size, take the plain
+row-by-row read (``plain_columns``): the arrays are the same either way.
 """
 
 from __future__ import annotations
@@ -32,52 +32,6 @@ _BLOCK = 8 << 20  # parse every ~8 MB that arrived
 
 class _NotFixedSize(Exception):
     """A record that is not the expected size: the plain path reads the rows instead."""
-
-
-def int_columns(rows: QuerySet[Any, Any], widths: Sequence[int]) -> list[np.ndarray]:
-    """The columns of a ``values_list`` queryset of integer columns, one int64 array per column,
-    in the queryset's order. ``widths`` are the byte sizes to transfer each column as (8 for
-    ids, 2 for a SmallIntegerField): the values are cast to them in the query."""
-    if connection.vendor != "postgresql":
-        return _plain(rows, len(widths))
-    try:
-        sql, params = rows.query.sql_with_params()
-    except EmptyResultSet:  # a filter that can match nothing (e.g. an empty IN list)
-        return [np.empty(0, dtype=np.int64) for _ in widths]
-    types = {2: ("int2", ">i2"), 4: ("int4", ">i4"), 8: ("int8", ">i8")}
-    names = ", ".join(f"c{i}" for i in range(len(widths)))
-    casts = ", ".join(f"c{i}::{types[w][0]}" for i, w in enumerate(widths))
-    statement = bind(
-        f"COPY (SELECT {casts} FROM ({sql}) AS q({names})) TO STDOUT (FORMAT binary)", params
-    )
-    record = np.dtype(
-        [("count", ">i2")]
-        + [
-            (name, dtype)
-            for i, w in enumerate(widths)
-            for name, dtype in ((f"len{i}", ">i4"), (f"v{i}", types[w][1]))
-        ]
-    )
-    try:
-        return _read(statement, record, len(widths))
-    except _NotFixedSize:
-        return _plain(rows, len(widths))
-
-
-def _read(statement: str, record: np.dtype, width: int) -> list[np.ndarray]:
-    parts: list[list[np.ndarray]] = [[] for _ in range(width)]
-    fixed = True
-    for block in _records(statement, record):  # read to the end: a COPY cannot stop midway
-        fixed = fixed and bool(
-            (block["count"] == width).all()
-            and all((block[f"len{i}"] == record[f"v{i}"].itemsize).all() for i in range(width))
-        )
-        if fixed:
-            for i in range(width):
-                parts[i].append(block[f"v{i}"].astype(np.int64))
-    if not fixed:
-        raise _NotFixedSize
-    return [np.concatenate(p) if p else np.empty(0, dtype=np.int64) for p in parts]
 
 
 def _records(statement: str, record: np.dtype) -> Iterator[np.ndarray]:
@@ -117,7 +71,9 @@ def bind(query: str, params: Sequence[object] | Mapping[str, object]) -> str:
     return psycopg.ClientCursor(connection.connection).mogrify(query, params)
 
 
-def _plain(rows: QuerySet[Any, Any], width: int) -> list[np.ndarray]:
+def plain_columns(rows: QuerySet[Any, Any], width: int) -> list[np.ndarray]:
+    """The columns of a ``values_list`` queryset of ``width`` integer columns, one int64 array
+    per column, read row by row (any database; the packed read's fallback)."""
     table = np.array(list(rows), dtype=np.int64).reshape(-1, width)
     return [table[:, i].copy() for i in range(width)]
 

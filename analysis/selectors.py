@@ -23,7 +23,7 @@ from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
 
 from analysis import reports, stats
-from analysis.copy_read import RatingScores, int_columns, packed_rating_scores
+from analysis.copy_read import RatingScores, packed_rating_scores, plain_columns
 from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
 from annotation.analysed import FIRST, analysed_ratings_q
@@ -141,17 +141,17 @@ def scores_frame(
 def _rating_scores(ratings: QuerySet[Rating]) -> RatingScores:
     """The plain read (SQLite, or scores that cannot be packed): the ratings, then their
     scores, matched by rating id."""
-    rating_id, conversation, responder, rater = int_columns(
+    rating_id, conversation, responder, rater = plain_columns(
         ratings.values_list(
             "id", "response__conversation_id", "response__responder_id", "rater_id"
         ),
-        (8, 8, 8, 8),
+        4,
     )
-    score_rating, attribute, value = int_columns(
+    score_rating, attribute, value = plain_columns(
         Score.objects.filter(rating__in=ratings.values("id"))
         .order_by("rating_id", "pk")  # the packed read's order: ratings by id
         .values_list("rating_id", "attribute_id", "value"),
-        (8, 8, 2),
+        3,
     )
     order = np.argsort(rating_id, kind="stable")
     at = order[

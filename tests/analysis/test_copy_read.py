@@ -1,4 +1,4 @@
-"""The binary COPY reads give exactly what the row-by-row reads give."""
+"""The packed binary COPY read gives exactly what the row-by-row read gives."""
 
 from __future__ import annotations
 
@@ -13,16 +13,6 @@ from annotation.models import Rating, Score
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the COPY path is PostgreSQL's"
 )
-
-
-def _rows(study):
-    return (
-        Score.objects.filter(rating__response__conversation__study=study)
-        .order_by("pk")
-        .values_list(
-            "rating__response__conversation_id", "rating__rater_id", "attribute_id", "value"
-        )
-    )
 
 
 def _scores(read: copy_read.RatingScores) -> list[tuple[int, ...]]:
@@ -42,25 +32,6 @@ def _scores(read: copy_read.RatingScores) -> list[tuple[int, ...]]:
 
 def _complete(study):
     return Rating.objects.filter(response__conversation__study=study, status=Rating.Status.COMPLETE)
-
-
-def test_binary_copy_reads_the_same_integers_as_the_plain_path(small_study):
-    rows = _rows(small_study.study)
-    fast = copy_read.int_columns(rows, (8, 8, 8, 2))
-    plain = copy_read._plain(rows, 4)
-    assert [c.dtype for c in fast] == [np.int64] * 4
-    assert len(fast[0]) == Score.objects.count()
-    assert all(np.array_equal(a, b) for a, b in zip(fast, plain, strict=True))
-    assert all(len(c) == 0 for c in copy_read.int_columns(rows.none(), (8, 8, 8, 2)))
-
-
-def test_a_null_falls_back_to_the_plain_path(small_study):
-    """A NULL makes a shorter record: the plain path reads it (and fails as it always did)."""
-    rows = Rating.objects.filter(response__conversation__study=small_study.study).values_list(
-        "pk", "run_id"
-    )  # run_id is NULL for every rating here
-    with pytest.raises(TypeError):
-        copy_read.int_columns(rows, (8, 8))
 
 
 def test_packed_scores_are_the_score_rows(small_study):
