@@ -36,10 +36,8 @@ def _rss_run(argv: list[str], env: dict) -> tuple[float, float]:
 
 def copy_select(*, study_name: str, wide: bool = False) -> str:
     """The SELECT the COPY export runs for `study_name`, with its parameters inlined."""
-    import psycopg
-    from django.db import connection
-
     from analysis import copy_export, export
+    from analysis.copy_read import bind
     from annotation.csvsafe import safe_cell
     from annotation.models import Rater, Rating, Responder, Study
 
@@ -59,9 +57,7 @@ def copy_select(*, study_name: str, wide: bool = False) -> str:
         "clinician": Rater.Kind.CLINICIAN.value,
         "name": safe_cell(study.name),
     }
-    connection.ensure_connection()
-    raw = connection.connection
-    return psycopg.ClientCursor(raw).mogrify(query, params)
+    return bind(query, params)
 
 
 def measure(*, study_name: str, env: dict, out_dir: Path, runs: int) -> dict:
