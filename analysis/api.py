@@ -9,29 +9,45 @@ Clinicians appear as their study code (C01, …), timestamps as days, and drafts
 ``?identified=1`` gives names, exact timestamps and ``?status=draft`` to admins and holders of
 the identities permission, and every such request is written to the export audit log
 (analysis/pseudonyms.py).
+
+What each endpoint takes is its QuerySerializer (``query_serializers``), which both the schema
+and the server read; pages, errors and their schema are analysis/api_contract.py's.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import permissions, serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
+from analysis.api_contract import ContractMixin
+from analysis.api_params import (
+    MAX_ID,
+    ChoiceParam,
+    FlagParam,
+    IntegerParam,
+    NameParam,
+    PageQuery,
+    QuerySerializer,
+)
 from analysis.downloads import csv_attachment
 from analysis.models import ExportLog, RaterCode
-from analysis.pseudonyms import RaterLabels, identified_check, identified_requested
+from analysis.pseudonyms import RaterLabels, identified_check
 from analysis.selectors import Filters, ReportParams, StudyReport, study_report
 from analysis.services import export_log_create, ratings_export_start
 from annotation.analysed import analysed_ratings_q
@@ -40,7 +56,6 @@ from annotation.roles import can_read_analysis
 
 if TYPE_CHECKING:
     import pandas as pd
-    from django.http.request import _ImmutableQueryDict
 
 # The models whose serializers and lists show raters pseudonymously.
 _Rated = TypeVar("_Rated", Rating, LabelAnnotation)
@@ -73,7 +88,12 @@ class StudySerializer(serializers.ModelSerializer[Study]):
         return [a.name for a in study.rubric.attributes.all()]
 
 
-class PseudonymousFields(serializers.Serializer[_Rated]):
+# What a rating or label annotation is shown from: a LabelAnnotation, or a rating's row of
+# RATING_COLUMNS (rating_rows).
+_Shown = TypeVar("_Shown", LabelAnnotation, dict[str, Any])
+
+
+class PseudonymousFields(serializers.Serializer[_Shown]):
     """rater, created_at and updated_at as the context's RaterLabels shows them: a clinician's
     study code and the day, or (identified) the name and the exact time."""
 
@@ -81,48 +101,83 @@ class PseudonymousFields(serializers.Serializer[_Rated]):
     created_at = serializers.SerializerMethodField(help_text="day, or exact time if identified")
     updated_at = serializers.SerializerMethodField(help_text="day, or exact time if identified")
 
-    def _study_id(self, obj: _Rated) -> int:
+    def _rater(self, obj: _Shown) -> tuple[int, int, str, str]:
+        """Study id, rater id, rater name and rater kind."""
         raise NotImplementedError
 
-    def get_rater(self, obj: _Rated) -> str:
+    def _stamp(self, obj: _Shown, name: str) -> datetime:
+        raise NotImplementedError
+
+    def get_rater(self, obj: _Shown) -> str:
         labels: RaterLabels = self.context["labels"]
-        rater = obj.rater
-        return labels.label(
-            study_id=self._study_id(obj), rater_id=rater.pk, name=rater.name, kind=rater.kind
-        )
+        study_id, rater_id, name, kind = self._rater(obj)
+        return labels.label(study_id=study_id, rater_id=rater_id, name=name, kind=kind)
 
     def _time(self, value: datetime) -> str:
         labels: RaterLabels = self.context["labels"]
         stamp: datetime | date = labels.timestamp(value)
         return stamp.isoformat()
 
-    def get_created_at(self, obj: _Rated) -> str:
-        return self._time(obj.created_at)
+    def get_created_at(self, obj: _Shown) -> str:
+        return self._time(self._stamp(obj, "created_at"))
 
-    def get_updated_at(self, obj: _Rated) -> str:
-        return self._time(obj.updated_at)
+    def get_updated_at(self, obj: _Shown) -> str:
+        return self._time(self._stamp(obj, "updated_at"))
 
 
-class RatingSerializer(PseudonymousFields[Rating], serializers.ModelSerializer[Rating]):
-    study = serializers.IntegerField(source="response.conversation.study_id")
-    conversation = serializers.CharField(source="response.conversation.external_id")
-    responder = serializers.CharField(source="response.responder.key")
-    rater_kind = serializers.CharField(source="rater.kind")
-    scores = serializers.SerializerMethodField()
+# A rating as the API serves it, read with values(): at 1,000 ratings a page, building the
+# model instances (19,000 with the scores and their attributes) was most of the answer's time.
+RATING_COLUMNS = (
+    "id", "response__conversation__study_id", "response__conversation__external_id",
+    "response_id", "response__responder__key", "rater_id", "rater__name", "rater__kind",
+    "run_id", "repeat", "status", "source", "rationale", "created_at", "updated_at",
+)  # fmt: skip
 
-    class Meta:
-        model = Rating
-        fields = [
-            "id", "study", "conversation", "response", "responder", "rater", "rater_kind",
-            "run", "repeat", "status", "source", "rationale", "scores", "created_at",
-            "updated_at",
-        ]  # fmt: skip
 
-    def _study_id(self, rating: Rating) -> int:
-        return rating.response.conversation.study_id
+def rating_rows(ids: Sequence[int]) -> list[dict[str, Any]]:
+    """The ratings `ids`, in that order, as dicts of RATING_COLUMNS plus "scores" (attribute
+    name → value, in rubric order): two queries whatever the page's size."""
+    rows = {row["id"]: row for row in Rating.objects.filter(pk__in=ids).values(*RATING_COLUMNS)}
+    scores: dict[int, dict[str, int]] = {pk: {} for pk in rows}
+    for rating_id, attribute, value in (
+        Score.objects.filter(rating_id__in=ids)
+        .order_by("rating_id", "attribute__position")
+        .values_list("rating_id", "attribute__name", "value")
+    ):
+        scores[rating_id][attribute] = value
+    return [{**rows[pk], "scores": scores[pk]} for pk in ids if pk in rows]
 
-    def get_scores(self, rating: Rating) -> dict[str, int]:
-        return {s.attribute.name: s.value for s in rating.scores.all()}
+
+class RatingSerializer(PseudonymousFields[dict[str, Any]]):
+    """A rating: who rated which response, and the score given on each attribute."""
+
+    # Read from a rating's row of RATING_COLUMNS (rating_rows), not from a model instance.
+
+    id = serializers.IntegerField()
+    study = serializers.IntegerField(source="response__conversation__study_id")
+    conversation = serializers.CharField(source="response__conversation__external_id")
+    response = serializers.IntegerField(source="response_id")
+    responder = serializers.CharField(source="response__responder__key")
+    rater_kind = serializers.CharField(source="rater__kind")
+    run = serializers.IntegerField(source="run_id", allow_null=True, help_text="judge run id")
+    repeat = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=Rating.Status.choices)
+    # A field named like Field.source: DRF's metaclass takes declared fields off the class.
+    source = serializers.ChoiceField(choices=Rating.Source.choices)  # type: ignore[assignment]
+    rationale = serializers.CharField()
+    scores = serializers.DictField(child=serializers.IntegerField(), help_text="attribute → score")
+
+    def _rater(self, row: dict[str, Any]) -> tuple[int, int, str, str]:
+        return (
+            row["response__conversation__study_id"],
+            row["rater_id"],
+            row["rater__name"],
+            row["rater__kind"],
+        )
+
+    def _stamp(self, row: dict[str, Any], name: str) -> datetime:
+        stamp: datetime = row[name]
+        return stamp
 
 
 class LabelAnnotationSerializer(
@@ -132,8 +187,13 @@ class LabelAnnotationSerializer(
     conversation = serializers.CharField(source="conversation.external_id")
     rater_kind = serializers.CharField(source="rater.kind")
 
-    def _study_id(self, annotation: LabelAnnotation) -> int:
-        return annotation.conversation.study_id
+    def _rater(self, annotation: LabelAnnotation) -> tuple[int, int, str, str]:
+        rater = annotation.rater
+        return annotation.conversation.study_id, rater.pk, rater.name, rater.kind
+
+    def _stamp(self, annotation: LabelAnnotation, name: str) -> datetime:
+        stamp: datetime = getattr(annotation, name)
+        return stamp
 
     class Meta:
         model = LabelAnnotation
@@ -143,48 +203,64 @@ class LabelAnnotationSerializer(
         ]  # fmt: skip
 
 
-REPORT_PARAMETERS = [
-    OpenApiParameter("bootstrap", int, description="bootstrap resamples (default 1000)"),
-    OpenApiParameter("seed", int, description="random seed (default 0)"),
-    OpenApiParameter("as_published", bool, description="count the release's 0/6 cells"),
-    OpenApiParameter("condition", str, description="only conversations with this label"),
-    OpenApiParameter("source", str, description="only conversations from this dataset"),
-    OpenApiParameter("clinician", str, description="this clinician (study code) as reference"),
-    OpenApiParameter("judge", str, many=True, description="only these judges"),
-]
 IDENTIFIED_HELP = (
     "clinicians' names and exact timestamps (and drafts on request): admins and holders of the "
     "identities permission only; audited"
 )
 # The tables a report can return are the selector's; the API offers exactly those.
 TABLES = StudyReport.TABLES
+MAX_BOOTSTRAP = 20_000
+MAX_SEED = 2**31 - 1
+MAX_JUDGES = 20
 
 
-def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError({name: f"{raw!r} is not an integer"}) from None
-    if not low <= value <= high:
-        raise ValidationError({name: f"must be between {low} and {high}"})
-    return value
+class ReportQuery(QuerySerializer):
+    bootstrap = IntegerParam(
+        min_value=1, max_value=MAX_BOOTSTRAP, default=1000, help_text="bootstrap resamples"
+    )
+    seed = IntegerParam(min_value=0, max_value=MAX_SEED, default=0, help_text="random seed")
+    as_published = FlagParam(default=False, help_text="count the release's 0/6 cells")
+    condition = NameParam(required=False, help_text="only conversations with this label")
+    # A field named like Field.source: DRF's metaclass takes declared fields off the class.
+    source = NameParam(  # type: ignore[assignment]
+        required=False, help_text="only conversations from this dataset"
+    )
+    clinician = NameParam(
+        required=False, help_text="this clinician (study code) as the human reference"
+    )
+    judge = serializers.ListField(
+        child=NameParam(),
+        required=False,
+        max_length=MAX_JUDGES,
+        help_text="only these judges (repeat the parameter for several)",
+    )
 
 
-def _report(request: Request, study: Study) -> StudyReport:
-    q = request.query_params
+class ExportQuery(QuerySerializer):
+    layout = ChoiceParam(
+        choices=["long", "wide"],
+        default="long",
+        help_text=(
+            "long: one row per score; wide: one row per rater × conversation, a column per "
+            "responder × attribute"
+        ),
+    )
+    identified = FlagParam(default=False, help_text=IDENTIFIED_HELP)
+
+
+class StudyQuery(QuerySerializer):
+    """A study by id takes no parameters."""
+
+
+def _report(query: dict[str, Any], study: Study) -> StudyReport:
     filters = Filters(
-        condition=q.get("condition") or None,
-        source=q.get("source") or None,
-        clinician=q.get("clinician") or None,
-        judges=tuple(q.getlist("judge")) or None,
+        condition=query.get("condition"),
+        source=query.get("source"),
+        clinician=query.get("clinician"),
+        judges=tuple(query.get("judge") or ()) or None,
     )
     params = ReportParams(
-        n_boot=_int(request, "bootstrap", 1000, 1, 20_000),
-        seed=_int(request, "seed", 0, 0, 2**31 - 1),
-        as_published=q.get("as_published", "").lower() in {"1", "true", "yes", "on"},
+        n_boot=query["bootstrap"], seed=query["seed"], as_published=query["as_published"]
     )
     return study_report(study=study, filters=filters, params=params)
 
@@ -196,9 +272,25 @@ def _json_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-class StudyViewSet(viewsets.ReadOnlyModelViewSet[Study]):
+class ErrorsAsJson(DefaultContentNegotiation):
+    """The export streams its CSV itself, so any Accept header may reach it (`text/csv`, which
+    a client generated from the schema may send, would otherwise be 406); its errors are JSON."""
+
+    def select_renderer(
+        self, request: Request, renderers: Any, format_suffix: str | None = None
+    ) -> tuple[Any, str]:
+        return (renderers[0], renderers[0].media_type)
+
+
+class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
     serializer_class = StudySerializer
     permission_classes = [IsResearcher]
+    query_serializers = {
+        "list": PageQuery,
+        "retrieve": StudyQuery,
+        "reports": ReportQuery,
+        "export": ExportQuery,
+    }
 
     def get_queryset(self) -> QuerySet[Study]:
         return (
@@ -209,10 +301,7 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet[Study]):
         )
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("table", str, OpenApiParameter.PATH, enum=list(TABLES)),
-            *REPORT_PARAMETERS,
-        ],
+        parameters=[OpenApiParameter("table", str, OpenApiParameter.PATH, enum=list(TABLES))],
         responses=inline_serializer(
             "Report",
             fields={
@@ -239,7 +328,7 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet[Study]):
         if table not in TABLES:
             raise NotFound(f"unknown table {table!r}; choose one of {', '.join(TABLES)}")
         study = self.get_object()
-        report = _report(request, study)
+        report = _report(self.query, study)
         df = report.table(table)
         return ApiResponse(
             {
@@ -251,21 +340,22 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet[Study]):
             }
         )
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("layout", str, enum=["long", "wide"]),
-            OpenApiParameter("identified", bool, description=IDENTIFIED_HELP),
-        ],
-        responses={(200, "text/csv"): OpenApiTypes.STR},
+    @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path="export",
+        renderer_classes=[JSONRenderer],
+        content_negotiation_class=ErrorsAsJson,
     )
-    @action(detail=True, methods=["get"], url_path="export")
     def export(
         self, request: Request, pk: str | None = None, format: str | None = None
     ) -> StreamingHttpResponse:
-        """Every score of the study as CSV (streamed); recorded in the export audit log."""
+        """Every score of the study as CSV, streamed: the way to take a whole study's data (the
+        JSON lists are pages). Recorded in the export audit log."""
         study = self.get_object()
-        wide = request.query_params.get("layout") == "wide"
-        identified = identified_requested(request.query_params.get("identified"))
+        wide = self.query["layout"] == "wide"
+        identified = self.query["identified"]
         identified_check(user=request.user, identified=identified)
         what, chunks = ratings_export_start(
             user=request.user,
@@ -277,23 +367,29 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet[Study]):
         return csv_attachment(chunks, filename=f"study-{study.pk}-{what}.csv")
 
 
-LIST_PARAMETERS = [
-    OpenApiParameter("study", int, description="study id"),
-    OpenApiParameter("rater", str, description="judge name or clinician study code"),
-    OpenApiParameter("status", str, enum=[s.value for s in Rating.Status]),
-    OpenApiParameter("identified", bool, description=IDENTIFIED_HELP),
-]
+class RatedQuery(QuerySerializer):
+    """The filters of ratings and label annotations (one object, or a page of them)."""
+
+    study = IntegerParam(min_value=1, max_value=MAX_ID, required=False, help_text="study id")
+    rater = NameParam(required=False, help_text="judge name or clinician study code")
+    status = ChoiceParam(
+        choices=Rating.Status.values,
+        required=False,
+        help_text="draft only with identified=true; default: complete and invalid",
+    )
+    identified = FlagParam(default=False, help_text=IDENTIFIED_HELP)
+
+
+class RatedPageQuery(RatedQuery, PageQuery):
+    pass
 
 
 def _filtered(
-    queryset: QuerySet[_Rated], q: _ImmutableQueryDict, *, study_field: str, identified: bool
+    queryset: QuerySet[_Rated], q: dict[str, Any], *, study_field: str, identified: bool
 ) -> QuerySet[_Rated]:
     """The list filters both viewsets share: study, rater and status."""
-    if q.get("study"):
-        try:
-            queryset = queryset.filter(**{study_field: int(q["study"])})
-        except ValueError:
-            raise ValidationError({"study": "expected a study id"}) from None
+    if q.get("study") is not None:
+        queryset = queryset.filter(**{study_field: q["study"]})
     if q.get("rater"):
         if identified:
             queryset = queryset.filter(rater__name=q["rater"])
@@ -307,8 +403,6 @@ def _filtered(
                 Q(rater__kind=Rater.Kind.JUDGE, rater__name=q["rater"]) | Exists(code)
             )
     if q.get("status"):
-        if q["status"] not in Rating.Status.values:
-            raise ValidationError({"status": f"choose one of {', '.join(Rating.Status.values)}"})
         if q["status"] == Rating.Status.DRAFT and not identified:
             raise PermissionDenied(
                 "drafts are a clinician's unfinished work: they are served only with "
@@ -326,26 +420,29 @@ else:
     _ListViewSet = object
 
 
-class PseudonymousListMixin(_ListViewSet):
+class PseudonymousListMixin(ContractMixin, _ListViewSet):
     """Lists that show clinicians as study codes unless ?identified=1 (checked, and written
     to the export audit log once per request)."""
 
     audit_what = ""
+    query_serializers = {"list": RatedPageQuery, "retrieve": RatedQuery}
 
     def identified(self) -> bool:
         if not hasattr(self, "_identified"):
-            wanted = identified_requested(self.request.query_params.get("identified"))
+            # Not in the query of a method the view refuses (405 after initial()).
+            wanted: bool = self.query.get("identified", False)
             identified_check(user=self.request.user, identified=wanted)
             self._identified = wanted
         return self._identified
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        super().initial(request, *args, **kwargs)  # authentication and permissions first
+        # Authentication, permissions and the query's validation first.
+        super().initial(request, *args, **kwargs)
         if self.identified():
-            study = request.query_params.get("study", "")
+            study = self.query.get("study")
             export_log_create(
                 user=request.user,
-                study=Study.objects.filter(pk=int(study)).first() if study.isdigit() else None,
+                study=Study.objects.filter(pk=study).first() if study is not None else None,
                 channel=ExportLog.Channel.API,
                 what=self.audit_what,
                 params={**dict(request.query_params.lists()), "path": request.path},
@@ -358,7 +455,6 @@ class PseudonymousListMixin(_ListViewSet):
         return context
 
 
-@extend_schema(parameters=LIST_PARAMETERS)
 class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet[Rating]):
     """Ratings with their scores, oldest first; filter by study, rater and status. Clinicians as
     study codes, days instead of times, no drafts — unless ?identified=1 (audited)."""
@@ -368,22 +464,28 @@ class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet[Rating]
     audit_what = "api:ratings"
 
     def get_queryset(self) -> QuerySet[Rating]:
-        q = self.request.query_params
-        ratings = (
-            # Study data only: practice and test-retest repeat ratings are not listed.
-            Rating.objects.filter(analysed_ratings_q())
-            .select_related("response__conversation", "response__responder", "rater")
-            .prefetch_related(
-                Prefetch("scores", queryset=Score.objects.select_related("attribute"))
-            )
-            .order_by("id")
-        )
+        """The ratings listed (filters and order only: the rows are rating_rows')."""
+        if getattr(self, "swagger_fake_view", False):  # drf-spectacular reads the model only
+            return Rating.objects.none()
+        # Study data only: practice and test-retest repeat ratings are not listed.
+        ratings = Rating.objects.filter(analysed_ratings_q()).order_by("id")
         return _filtered(
-            ratings, q, study_field="response__conversation__study_id", identified=self.identified()
+            ratings,
+            self.query,
+            study_field="response__conversation__study_id",
+            identified=self.identified(),
         )
 
+    def page_load(self, ids: list[int]) -> list[dict[str, Any]]:
+        """A page's rows (ApiPagination hands over the page's ids)."""
+        return rating_rows(ids)
 
-@extend_schema(parameters=LIST_PARAMETERS)
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> ApiResponse:
+        rating = self.get_object()  # 404 outside the filters
+        (row,) = rating_rows([rating.pk])
+        return ApiResponse(self.get_serializer(row).data)
+
+
 class LabelAnnotationViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet[LabelAnnotation]):
     """Cognitive-distortion labels of clinicians and LLM runs (one row per rater, message, run
     and repeat), oldest first; filter by study, rater and status (drafts only with
@@ -395,10 +497,12 @@ class LabelAnnotationViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSe
     audit_what = "api:label-annotations"
 
     def get_queryset(self) -> QuerySet[LabelAnnotation]:
+        if getattr(self, "swagger_fake_view", False):  # drf-spectacular reads the model only
+            return LabelAnnotation.objects.none()
         annotations = LabelAnnotation.objects.select_related("conversation", "rater").order_by("id")
         return _filtered(
             annotations,
-            self.request.query_params,
+            self.query,
             study_field="conversation__study_id",
             identified=self.identified(),
         )

@@ -4,7 +4,9 @@
 [&lever=1]`` returns the means, paired differences, ranking, planner, the separations of
 adjacent places and the separation planner as lists of rows; with ``lever=1`` also which lever
 narrows each attribute's ICC interval (a bootstrap: about a second). Every clinician-rated
-conversation is labelled (a labelled subset is a command-line option).
+conversation is labelled (a labelled subset is a command-line option). A judge the study does
+not have, or judges that share no conversation with the clinicians, answer 404: there is no
+such report.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.shortcuts import get_object_or_404
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ValidationError
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from analysis.api import IsResearcher
+from analysis.api import MAX_JUDGES, IsResearcher
+from analysis.api_contract import ContractMixin
+from analysis.api_params import FlagParam, NameParam, NumberParam, QuerySerializer
 from analysis.judge_assisted_selectors import JudgeAssistedInputError, judge_assisted_report
 from annotation.models import Study
 
@@ -39,52 +43,66 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: _json_value(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
 
 
-def _number(request: Request, name: str, default: float) -> float:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValidationError({name: f"must be a number, got {raw!r}"}) from None
-
-
-def _flag(request: Request, name: str) -> bool:
-    raw = request.query_params.get(name, "0").strip().lower()
-    if raw in ("1", "true", "yes"):
-        return True
-    if raw in ("0", "false", "no", ""):
-        return False
-    raise ValidationError({name: f"must be 1 or 0, got {raw!r}"})
-
-
-class JudgeAssistedView(APIView):
-    permission_classes = [IsResearcher]
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("judge", OpenApiTypes.STR, many=True, required=True),
-            OpenApiParameter("alpha", OpenApiTypes.FLOAT),
-            OpenApiParameter("target", OpenApiTypes.FLOAT, description="target CI half-width"),
-            OpenApiParameter("lever", OpenApiTypes.BOOL, description="add the ICC lever"),
-        ],
-        responses=OpenApiTypes.OBJECT,
+class JudgeAssistedQuery(QuerySerializer):
+    judge = serializers.ListField(
+        child=NameParam(),
+        min_length=1,
+        max_length=MAX_JUDGES,
+        error_messages={"required": "give at least one judge (?judge=NAME)"},
+        help_text="the judges whose scores stand in for clinicians (repeat for several)",
     )
+    # Bounded where the statistics stay finite: a z quantile for alpha, a sample size for target.
+    alpha = NumberParam(
+        min_value=0.001, max_value=0.5, default=0.05, help_text="1 − confidence level"
+    )
+    target = NumberParam(
+        min_value=0.001,
+        max_value=4.0,
+        default=0.10,
+        help_text="target CI half-width on the 1–5 scale (the planner)",
+    )
+    lever = FlagParam(default=False, help_text="add the ICC lever (a bootstrap: about a second)")
+
+
+_ROWS = serializers.ListField(child=serializers.DictField())
+JUDGE_ASSISTED_REPORT = inline_serializer(
+    "JudgeAssistedReport",
+    fields={
+        "study": serializers.IntegerField(),
+        "judges": serializers.ListField(child=serializers.CharField()),
+        "means": _ROWS,
+        "differences": _ROWS,
+        "ranking": _ROWS,
+        "planner": _ROWS,
+        "adjacent_separations": _ROWS,
+        "separation_planner": _ROWS,
+        "icc_levers": serializers.ListField(
+            child=serializers.DictField(), allow_null=True, help_text="null unless lever=true"
+        ),
+    },
+)
+
+
+class JudgeAssistedView(ContractMixin, APIView):
+    permission_classes = [IsResearcher]
+    query_serializers = {"get": JudgeAssistedQuery}
+
+    @extend_schema(responses=JUDGE_ASSISTED_REPORT)
     def get(self, request: Request, pk: int) -> ApiResponse:
         study = get_object_or_404(Study, pk=pk)
-        judges = request.query_params.getlist("judge")
-        if not judges:
-            raise ValidationError({"judge": "give at least one judge (?judge=NAME)"})
+        judges: list[str] = self.query["judge"]
         try:
             report = judge_assisted_report(
                 study=study,
                 judges=judges,
-                alpha=_number(request, "alpha", 0.05),
-                target_half_width=_number(request, "target", 0.10),
-                icc_lever=_flag(request, "lever"),
+                alpha=self.query["alpha"],
+                target_half_width=self.query["target"],
+                icc_lever=self.query["lever"],
             )
         except JudgeAssistedInputError as exc:
-            raise ValidationError({"detail": str(exc)}) from exc
+            # The parameters are in bounds: what is left is a judge the study does not have, or
+            # judges sharing no conversation with the clinicians. No such report.
+            raise NotFound(str(exc)) from exc
         return ApiResponse(
             {
                 "study": study.pk,

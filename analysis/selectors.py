@@ -12,6 +12,7 @@ that are not plain JSON, which our parser recovers. See docs/analysis.md, "Repro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -56,9 +57,11 @@ class Filters:
     clinician_ratings: str = FIRST
 
     def key(self) -> str:
-        judges = ",".join(sorted(self.judges)) if self.judges else ""
-        key = f"{self.condition or ''}|{self.source or ''}|{self.clinician or ''}|{judges}"
-        return key if self.clinician_ratings == FIRST else f"{key}|{self.clinician_ratings}"
+        """A digest of the subset for cache keys: the names are anyone's text (an API query
+        may hold "|" or 4 KB of them), so they are encoded unambiguously and hashed."""
+        judges = sorted(self.judges) if self.judges else None
+        subset = [self.condition, self.source, self.clinician, judges, self.clinician_ratings]
+        return hashlib.sha256(json.dumps(subset).encode()).hexdigest()
 
 
 def attribute_names(*, study: Study) -> list[str]:

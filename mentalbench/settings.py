@@ -286,20 +286,28 @@ CACHES = {
 # Sessions read from the cache first: one query less on every autosave.
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 500,
+    # The API's contract (query parameters, pages, error bodies) for the server and the schema
+    # alike: analysis/api_contract.py and analysis/api_params.py.
+    "DEFAULT_SCHEMA_CLASS": "analysis.api_contract.ApiAutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "analysis.api_params.ApiPagination",
+    "EXCEPTION_HANDLER": "analysis.api_contract.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "MentalBench API",
-    "DESCRIPTION": "Read-only access to studies, ratings and reliability reports.",
+    "DESCRIPTION": (
+        "Read-only access to studies, ratings and reliability reports. Lists come in pages "
+        "(limit, offset; each list's `limit` says the largest); a whole study's data is the "
+        "streamed CSV export."
+    ),
     "VERSION": "1",
+    # The schema describes the API, not the schema endpoint itself.
+    "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }

@@ -4,6 +4,9 @@ from django.urls import include, path
 
 from . import views
 
+# Under /api/ a URL that matches no endpoint answers the API's JSON error body, not a page.
+handler404 = "analysis.api_contract.not_found"
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),

@@ -241,6 +241,10 @@ def test_api_label_annotations_refuse_clinicians_and_bad_filters(
     assert _token_client(clinician_user).get("/api/label-annotations/").status_code == 403
     api = _token_client(researcher)
     response = api.get("/api/label-annotations/", {"study": "x"})
-    assert response.status_code == 400 and response.json() == {"study": "expected a study id"}
+    assert response.status_code == 400
+    assert response.json() == {"study": ["must be a whole number, got 'x'"]}
     response = api.get("/api/label-annotations/", {"status": "finished"})
-    assert response.status_code == 400 and "complete" in response.json()["status"]
+    assert response.status_code == 400
+    assert response.json() == {
+        "status": ["must be one of draft, complete, invalid, got 'finished'"]
+    }

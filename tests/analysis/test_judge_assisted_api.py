@@ -69,20 +69,35 @@ def test_clinician_gets_403_and_anonymous_401(small_study, clinician_user):
 
 
 @pytest.mark.parametrize(
-    ("params", "message"),
+    ("params", "errors"),
     [
-        ({}, "at least one judge"),
-        ({"judge": "judge-z"}, "no judge named 'judge-z'"),
-        ({"judge": "judge-y", "alpha": "2"}, "alpha must be"),
-        ({"judge": "judge-y", "alpha": "x"}, "must be a number"),
-        ({"judge": "judge-y", "target": "-1"}, "half-width must be positive"),
-        ({"judge": "judge-y", "lever": "maybe"}, "must be 1 or 0"),
+        ({}, {"judge": ["give at least one judge (?judge=NAME)"]}),
+        ({"judge": "judge-y", "alpha": "2"}, {"alpha": ["must be at most 0.5"]}),
+        ({"judge": "judge-y", "alpha": "0"}, {"alpha": ["must be at least 0.001"]}),
+        ({"judge": "judge-y", "alpha": "x"}, {"alpha": ["must be a number, got 'x'"]}),
+        ({"judge": "judge-y", "alpha": "nan"}, {"alpha": ["must be a number, got 'nan'"]}),
+        ({"judge": "judge-y", "target": "-1"}, {"target": ["must be at least 0.001"]}),
+        (
+            {"judge": "judge-y", "lever": "maybe"},
+            {"lever": ["must be true or false (1 or 0), got 'maybe'"]},
+        ),
+        (
+            {"judge": "judge-y", "alpha": ["0.05", "0.1"]},
+            {"alpha": ["give it once (given 2 times)"]},
+        ),
     ],
 )
-def test_bad_parameters_are_400_with_a_clear_message(small_study, researcher, params, message):
+def test_bad_parameters_are_400_with_a_clear_message(small_study, researcher, params, errors):
     response = _client(researcher).get(_url(small_study.study), params)
     assert response.status_code == 400
-    assert message in response.content.decode()
+    assert response.json() == errors
+
+
+def test_a_judge_the_study_does_not_have_is_404(small_study, researcher):
+    # In bounds, so not a bad request: there is no such report (the schema's 404).
+    response = _client(researcher).get(_url(small_study.study), {"judge": "judge-z"})
+    assert response.status_code == 404
+    assert "no judge named 'judge-z'" in response.json()["detail"]
 
 
 def test_unknown_study_is_404(db, researcher):

@@ -210,3 +210,20 @@ def test_condition_filter_matches_whole_labels_only(small_study):
     assert Conversation.objects.filter(study=study, conditions__has_element="anxiety").count() == 8
     covered = selectors.coverage(study=study, filters=Filters(condition="depression"))
     assert covered["conversations"] == 4
+
+
+def test_report_cache_keys_tell_every_subset_apart():
+    """Names are anyone's text (an API query may hold "|"): two subsets never share a key, and
+    the key stays short whatever the names."""
+    keys = {
+        Filters(condition="a|b").key(),
+        Filters(condition="a", source="b").key(),
+        Filters(condition="a", clinician="b").key(),
+        Filters(judges=("a|b",)).key(),
+        Filters(judges=("a", "b")).key(),
+        Filters().key(),
+        Filters(clinician_ratings="latest").key(),
+    }
+    assert len(keys) == 7
+    assert Filters(judges=("y", "x")).key() == Filters(judges=("x", "y")).key()
+    assert len(Filters(judges=("j" * 200,) * 20).key()) == 64

@@ -1,0 +1,166 @@
+"""The REST API's largest page at paper scale, over HTTP, beside its floor.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
+        .venv/bin/python -m benchmarks.api_pages [--runs 5] [--keep]
+
+Builds (or with --keep reuses) benchmarks.paper_scale's study in its database
+mentalbench_bench_paper (10,000 conversations × 10 responses; 420,000 ratings, 2.94 million
+scores), serves the project with gunicorn (one worker, DEBUG off) on a free local port, and
+times, with a researcher's API token, the largest page the API gives:
+``GET /api/ratings/?study=…&limit=MAX_LIMIT`` at the first offset, the middle one and the last
+(the deepest page: PostgreSQL steps over every rating before it), each the median of --runs
+after one warm-up request, with the answer's size.
+
+The floor, measured in the same run: the very SQL statements the page runs (captured from the
+view through Django's test client) executed straight on PostgreSQL through psycopg, every row
+fetched — the database's share, with no serialisation, no JSON and no HTTP.
+
+Every figure is printed with the machine's load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _median(times: list[float]) -> str:
+    runs = ", ".join(f"{t * 1000:.0f}" for t in times)
+    return f"median {statistics.median(times) * 1000:.0f} ms (runs {runs})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--keep", action="store_true", help="reuse the paper-scale database")
+    args = parser.parse_args()
+
+    from benchmarks import paper_scale
+
+    # A throwaway key, as bin/test makes: settings refuse to start without one outside DEBUG.
+    os.environ.setdefault("SECRET_KEY", "bench-only-" + os.urandom(16).hex())
+    if not args.keep:
+        paper_scale.fresh_db()
+    env = paper_scale.env()
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    import logging
+
+    import httpx
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from knox.models import AuthToken
+
+    from analysis.api_params import MAX_LIMIT
+    from annotation.models import Rating, Study
+    from annotation.roles import RESEARCHER, role_add
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+    if not Study.objects.filter(name=paper_scale.STUDY).exists():
+        start = time.perf_counter()
+        n = paper_scale.synthesize()
+        print(f"built the study: {n:,} scores in {time.perf_counter() - start:.0f} s")
+    study = Study.objects.get(name=paper_scale.STUDY)
+    n_ratings = Rating.objects.filter(response__conversation__study=study).count()
+    user, _ = get_user_model().objects.get_or_create(username="bench-researcher")
+    role_add(user=user, role=RESEARCHER)
+    token = AuthToken.objects.create(user=user)[1]
+    last = (n_ratings - 1) // MAX_LIMIT * MAX_LIMIT
+    pages = {"first page": 0, "middle page": last // 2 // MAX_LIMIT * MAX_LIMIT, "last page": last}
+    print(f"study {paper_scale.STUDY!r}: {n_ratings:,} ratings; pages of {MAX_LIMIT}")
+
+    def load() -> str:
+        return f"load {os.getloadavg()[0]:.2f}"
+
+    # The floor: the page's own SQL, captured from the view, run straight on PostgreSQL.
+    floors: dict[str, list[str]] = {}
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    for name, offset in pages.items():
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(
+                "/api/ratings/", {"study": study.pk, "limit": MAX_LIMIT, "offset": offset}
+            )
+        assert response.status_code == 200, response.content[:300]
+        # The reads (token lookup, count, page, scores, rater codes); not the BEGIN/COMMIT of
+        # the code lookup's transaction.
+        floors[name] = [
+            q["sql"]
+            for q in captured.captured_queries
+            if q["sql"].lstrip().upper().startswith("SELECT")
+        ]
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "gunicorn", "mentalbench.wsgi", "--bind", f"127.0.0.1:{port}",
+            "--workers", "1", "--timeout", "120",
+        ],
+        cwd=ROOT, env={**os.environ, "DEBUG": "0", "ALLOWED_HOSTS": "127.0.0.1"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            headers={"Authorization": f"Token {token}"},
+            timeout=60,
+        ) as http:
+            for _ in range(100):
+                try:
+                    http.get("/healthz")
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            for name, offset in pages.items():
+                params = {"study": study.pk, "limit": MAX_LIMIT, "offset": offset}
+                http.get("/api/ratings/", params=params)  # warm-up
+                times, size, count = [], 0, 0
+                for _ in range(args.runs):
+                    start = time.perf_counter()
+                    answer = http.get("/api/ratings/", params=params)
+                    times.append(time.perf_counter() - start)
+                    assert answer.status_code == 200, answer.text[:300]
+                    size, count = len(answer.content), len(answer.json()["results"])
+                floor = []
+                for _ in range(args.runs):
+                    start = time.perf_counter()
+                    with connection.cursor() as cursor:
+                        for sql in floors[name]:
+                            cursor.execute(sql)
+                            cursor.fetchall()
+                    floor.append(time.perf_counter() - start)
+                ratio = statistics.median(times) / statistics.median(floor)
+                print(
+                    f"GET /api/ratings/ {name} (offset {offset:,}, {count} ratings, "
+                    f"{size / 1024:.0f} KB): {_median(times)}; floor, its {len(floors[name])} "
+                    f"SQL statements on PostgreSQL: {_median(floor)}; {ratio:.1f}× the floor; "
+                    f"target < 1 s; {load()}"
+                )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        AuthToken.objects.filter(user=user).delete()
+
+
+if __name__ == "__main__":
+    main()
