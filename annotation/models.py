@@ -145,6 +145,43 @@ class Conversation(models.Model):
         return f"{self.study} #{self.external_id}"
 
 
+class ClinicianSample(models.Model):
+    """The conversations a study sends to clinicians, drawn inside the platform with a recorded
+    seed: the design that judge-assisted estimates use by default (docs/judge-assisted.md).
+
+    "Whatever clinicians happened to rate" is not a design: a judge-assisted interval is valid
+    for the mean over the study when the rated conversations are a random sample of it. The
+    latest sample of a study is its design; earlier ones are kept for the record.
+    """
+
+    class Method(models.TextChoices):
+        UNIFORM = "uniform", "uniform random conversations"
+        STRATIFIED = "stratified", "stratified by first condition, proportional allocation"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="clinician_samples")
+    method = models.CharField(max_length=16, choices=Method.choices)
+    size = models.PositiveIntegerField()
+    population = models.PositiveIntegerField(help_text="conversations the sample was drawn from")
+    seed = models.BigIntegerField()
+    conversations = models.ManyToManyField(Conversation, related_name="clinician_samples")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.study}: {self.describe()}"
+
+    def describe(self) -> str:
+        return (
+            f"clinician sample #{self.pk}: {self.size} of {self.population} conversations, "
+            f"{self.get_method_display()}, seed {self.seed}"
+        )
+
+
 class Responder(models.Model):
     """Who wrote a response: the dataset's human reference or a model."""
 

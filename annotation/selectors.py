@@ -16,6 +16,7 @@ from .models import (
     Assignment,
     AssignmentItem,
     Attribute,
+    ClinicianSample,
     DistortionLabel,
     LabelAnnotation,
     LabelChange,
@@ -393,3 +394,12 @@ def study_label_names(*, study_id: int) -> list[str]:
         .order_by("position")
         .values_list("name", flat=True)
     )
+
+
+def clinician_sample_current(*, study: Study) -> ClinicianSample | None:
+    """The study's design: its latest clinician sample, or None when it has none."""
+    return ClinicianSample.objects.filter(study=study).order_by("-created_at", "-id").first()
+
+
+def clinician_sample_external_ids(*, sample: ClinicianSample) -> set[str]:
+    return set(sample.conversations.values_list("external_id", flat=True))

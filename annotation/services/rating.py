@@ -5,6 +5,7 @@ Every write to one assignment locks its row first, so two tabs' saves run one at
 
 import random
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -82,6 +83,7 @@ def assignments_create(
     overlap: int = 1,
     overlap_fraction: float = 0.0,
     seed_rng: random.Random | None = None,
+    conversations: Collection[int] | None = None,
 ) -> list[Assignment]:
     """Give every conversation of the study to one clinician, and `overlap_fraction` of them
     (1.0 = all) to `overlap` clinicians in all, for inter-rater agreement.
@@ -92,6 +94,7 @@ def assignments_create(
     without response texts (MentalAlign import) are skipped; a distortion study assigns every
     conversation (clinicians label its user message). `seed_rng` makes the permutation
     seeds reproducible (tests); otherwise each assignment gets a fresh random seed.
+    ``conversations`` (primary keys) limits it to those, e.g. the study's clinician sample.
     """
     if not clinicians:
         raise ValueError("choose at least one clinician")
@@ -119,6 +122,9 @@ def assignments_create(
             conversation__study=study, conversation__practice=False
         ).exclude(text=""):
             responses.setdefault(response.conversation_id, []).append(response)
+    if conversations is not None:
+        wanted_ids = set(conversations)
+        responses = {pk: rs for pk, rs in responses.items() if pk in wanted_ids}
     conversation_ids = sorted(responses)
     # Practice and repeat assignments are not part of the overlap or of a clinician's load.
     real = Assignment.objects.filter(conversation__study=study, kind=Assignment.Kind.RATING)
