@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Model
 
 from scoring.distortions import DEFAULT_DISTORTIONS, OTHERS
 from scoring.parsing import parse_judge_output
@@ -16,6 +17,7 @@ from scoring.rubric import DEFAULT_ATTRIBUTES, DEFAULT_RUBRIC_NAME
 
 from ..importers.base import ImportProblem
 from ..importers.copy_load import (  # COPY on PostgreSQL, bulk_create elsewhere
+    analyze_after_commit,
     bulk_insert,
     bulk_insert_values,
 )
@@ -271,6 +273,9 @@ def conversations_import(
                 )
     bulk_insert_values(Response, ("conversation_id", "responder_id", "text"), new_responses)
     Response.objects.bulk_update(filled, ["text"], batch_size=BATCH)
+    analyze_after_commit(
+        {Conversation: len(new_conversations), Response: len(new_responses) + len(filled)}
+    )
     summary = {
         "rows": len(records),
         "conversations_created": len(new_conversations),
@@ -387,10 +392,15 @@ def mentalalign_import(
     names = [a.name for a in attributes]
     scale = (rubric.scale_min, rubric.scale_max)
     summaries = []
+    # Rows written per table (an upper bound for conversations and responses, most of which a
+    # second workbook finds present): analyze_after_commit decides what needs new statistics.
+    written: Counter[type[Model]] = Counter()
     for source in sources:
         workbook, rater = source.workbook, source.rater
         conversations, problems = _conversations_for_workbook(study, workbook, strict=strict)
         responses = _responses_for_workbook(study, workbook, conversations)
+        written[Conversation] += len(conversations)
+        written[Response] += len(responses)
         existing = dict(
             Rating.objects.filter(
                 rater=rater, run__isnull=True, repeat=0, response_id__in=list(responses.values())
@@ -454,7 +464,7 @@ def mentalalign_import(
             ratings,
         )  # fmt: skip
         by_name = {a.name: a for a in attributes}
-        bulk_insert_values(
+        score_ids = bulk_insert_values(
             Score,
             ("rating_id", "attribute_id", "value"),
             (
@@ -463,6 +473,8 @@ def mentalalign_import(
                 for name, value in scores.items()
             ),
         )
+        written[Rating] += len(rating_ids)
+        written[Score] += len(score_ids)
         summary = {
             "file": workbook.file,
             "rater": rater.name,
@@ -485,6 +497,7 @@ def mentalalign_import(
             created_by=user,
         )
         summaries.append({**summary, "problems": problems, "log_id": log.pk})
+    analyze_after_commit(written)
     return summaries
 
 
