@@ -29,6 +29,7 @@ clinicians rated it (so that a study can be re-analysed as if only its sample ha
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
@@ -276,12 +277,28 @@ def nonresponse_warned(nonresp: Nonresponse, half_width: np.ndarray) -> np.ndarr
     return warned
 
 
+@dataclass(frozen=True)
+class Estimated:
+    est: ppi.CellEstimates
+    nonresp: Nonresponse
+    #: Cells whose judges say the unrated responses differ: clinician-only (see _estimate).
+    warned: np.ndarray
+
+
 def _estimate(
     y: np.ndarray, f: np.ndarray, listed: np.ndarray, cell: np.ndarray, n: int, alpha: float,
     interval: str,
-) -> tuple[ppi.CellEstimates, Nonresponse]:  # fmt: skip
+) -> Estimated:  # fmt: skip
     """Split (y, f) observations into labelled / non-response / unlabelled per the module
-    rules and estimate."""
+    rules and estimate.
+
+    Where the non-response is informative by the judges' own scores (nonresponse_warned), the
+    cell falls back to the clinician-only estimate and interval (λ = 0): the unlabelled pool
+    then holds responses that clinicians would not have rated either, which no design can
+    tell apart, so the judges' mean over it would pull the estimate towards responses the
+    clinician mean is not about (on MentalAlign, Qwen-2.5-7B: coverage 0.83 with the judges,
+    0.95 clinician-only, docs/judge-assisted.md). The warning says so.
+    """
     has_y, has_f = np.isfinite(y), np.isfinite(f)
     lab = listed & has_y & has_f
     nonresp = listed & ~has_y & has_f
@@ -290,26 +307,34 @@ def _estimate(
         y=y[lab], f=f[lab], cell=cell[lab], f_unlabelled=f[unl], cell_unlabelled=cell[unl],
         n_cells=n, alpha=alpha, interval=interval,
     )  # fmt: skip
-    return est, _nonresponse(f[lab], cell[lab], f[nonresp], cell[nonresp], n)
+    missing = _nonresponse(f[lab], cell[lab], f[nonresp], cell[nonresp], n)
+    warned = nonresponse_warned(missing, est.ci_high - est.estimate)
+    if warned.any():
+        est = dataclasses.replace(
+            est,
+            estimate=np.where(warned, est.clinician_only_estimate, est.estimate),
+            ci_low=np.where(warned, est.clinician_only_ci_low, est.ci_low),
+            ci_high=np.where(warned, est.clinician_only_ci_high, est.ci_high),
+            se=np.where(warned, est.clinician_only_se, est.se),
+            lam=np.where(warned, 0.0, est.lam),
+        )
+    return Estimated(est=est, nonresp=missing, warned=warned)
 
 
-def _warning(n: int, gap: float, differs: bool) -> str:
-    if not differs:
+def _warning(n: int, gap: float, warned: bool) -> str:
+    if not warned:
         return ""
     way = "lower" if gap < 0 else "higher"
     return (
         f"clinicians left {n} response{'s' if n != 1 else ''} unrated that the judges score "
         f"{abs(gap):.2f} points {way} than the rated ones: the estimate assumes the unrated "
-        "responses are like the rated ones"
+        "responses are like the rated ones, and the judges are not used for this cell "
+        "(clinician-only)"
     )
 
 
-def _frame(
-    keys: dict[str, list[Any]],
-    est: ppi.CellEstimates,
-    nonresp: Nonresponse,
-    judges: Sequence[str],
-) -> pd.DataFrame:
+def _frame(keys: dict[str, list[Any]], estimated: Estimated, judges: Sequence[str]) -> pd.DataFrame:
+    est, nonresp = estimated.est, estimated.nonresp
     out = pd.DataFrame(
         {
             **keys,
@@ -330,15 +355,14 @@ def _frame(
             "judges": "+".join(judges),
             "n_nonresponse": nonresp.n,
             "nonresponse_judge_gap": nonresp.judge_gap,
-            "interval": est.interval,
+            "interval": np.where(
+                estimated.warned,
+                f"{est.interval} (clinician-only: informative non-response)",
+                est.interval,
+            ),
             "warning": [
-                _warning(int(k), float(g), bool(d))
-                for k, g, d in zip(
-                    nonresp.n,
-                    nonresp.judge_gap,
-                    nonresponse_warned(nonresp, est.ci_high - est.estimate),
-                    strict=True,
-                )
+                _warning(int(k), float(g), bool(w))
+                for k, g, w in zip(nonresp.n, nonresp.judge_gap, estimated.warned, strict=True)
             ],
         }
     )
@@ -368,12 +392,12 @@ def means_table(
     # cell code = attribute * n_r + responder, one observation per (row, responder)
     cell = (attr_idx[:, None] * n_r + np.arange(n_r)[None, :]).ravel()
     listed = _listed(arrays.labelled, n_r).ravel()
-    est, nonresp = _estimate(y.ravel(), f.ravel(), listed, cell, len(attrs) * n_r, alpha, interval)
+    estimated = _estimate(y.ravel(), f.ravel(), listed, cell, len(attrs) * n_r, alpha, interval)
     keys = {
         "responder": [r for _ in attrs for r in responders],
         "attribute": [a for a in attrs for _ in responders],
     }
-    return _frame(keys, est, nonresp, judges)
+    return _frame(keys, estimated, judges)
 
 
 def differences_table(
@@ -398,15 +422,13 @@ def differences_table(
     cell = (attr_idx[:, None] * n_p + np.arange(n_p)[None, :]).ravel()
     listed_r = _listed(arrays.labelled, len(responders))
     listed = (listed_r[:, a_idx] & listed_r[:, b_idx]).ravel()
-    est, nonresp = _estimate(
-        dy.ravel(), dfj.ravel(), listed, cell, len(attrs) * n_p, alpha, interval
-    )
+    estimated = _estimate(dy.ravel(), dfj.ravel(), listed, cell, len(attrs) * n_p, alpha, interval)
     keys = {
         "responder_a": [responders[a] for _ in attrs for a in a_idx],
         "responder_b": [responders[b] for _ in attrs for b in b_idx],
         "attribute": [a for a in attrs for _ in range(n_p)],
     }
-    out = _frame(keys, est, nonresp, judges)
+    out = _frame(keys, estimated, judges)
     out["p_holm"] = _holm_by_attribute(out, interval)
     return out
 

@@ -313,3 +313,47 @@ def test_adjacent_separations_follow_the_difference_intervals_and_plan(small_stu
     # With every conversation labelled, some adjacent places are separated even after Holm.
     full = judge_assisted_report(study=study, judges=["judge-x", "judge-y"]).adjacent
     assert full["separated"].any() and not full["separated"].all()
+
+
+def _synthetic(rng, n_conv: int, junk: np.ndarray) -> judge_assisted.CellArrays:
+    """One responder, one attribute: a judge that tracks clinicians, and ``junk`` responses
+    that clinicians leave unrated and the judge scores 1."""
+    truth = np.clip(rng.normal(4.0, 0.6, n_conv), 1, 5)
+    f = np.clip(truth + rng.normal(0.3, 0.3, n_conv), 1, 5)
+    y = truth.copy()
+    y[junk], f[junk] = np.nan, 1.0
+    index = pd.MultiIndex.from_product(
+        [pd.Index([f"c{i}" for i in range(n_conv)], name="conversation"),
+         pd.Index(["Safety"], name="attribute")]
+    )  # fmt: skip
+    columns = pd.Index(["m"], name="responder")
+    labelled = np.zeros(n_conv, dtype=bool)
+    labelled[: n_conv // 5] = True
+    return judge_assisted.CellArrays(
+        y=pd.DataFrame(y[:, None], index=index, columns=columns),
+        f=pd.DataFrame(f[:, None], index=index, columns=columns),
+        labelled=labelled,
+    )
+
+
+def test_informative_nonresponse_warns_and_falls_back_to_clinician_only():
+    rng = np.random.default_rng(4)
+    junk = np.zeros(500, dtype=bool)
+    junk[::10] = True  # 10 % junk, in the labelled fifth and outside it alike
+    table = judge_assisted.means_table(
+        _synthetic(rng, 500, junk), judges=["j"], attributes=["Safety"]
+    )
+    row = table.iloc[0]
+    assert (row.n_labelled, row.n_nonresponse, row.n_unlabelled) == (90, 10, 400)
+    assert row.warning.startswith("clinicians left 10 responses unrated that the judges score")
+    assert row.interval == "t (clinician-only: informative non-response)"
+    assert row["lambda"] == 0 and row.estimate == row.clinician_only_estimate
+    assert (row.ci_low, row.ci_high) == (row.clinician_only_ci_low, row.clinician_only_ci_high)
+
+    # The same judge with non-response unrelated to quality: no warning, the judge helps.
+    rng = np.random.default_rng(4)
+    quiet = judge_assisted.means_table(
+        _synthetic(rng, 500, np.zeros(500, dtype=bool)), judges=["j"], attributes=["Safety"]
+    ).iloc[0]
+    assert quiet.warning == "" and quiet.interval == "t" and quiet["lambda"] > 0.3
+    assert quiet.n_nonresponse == 0 and quiet.width_ratio < 0.9

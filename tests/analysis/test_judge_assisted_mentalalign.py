@@ -83,7 +83,7 @@ def test_default_mode_is_the_clinician_mean_and_unrated_responses_are_nonrespons
     assert (table["lambda"] == 0).all()
     np.testing.assert_allclose(table.estimate, table.clinician_only_estimate, rtol=0, atol=1e-12)
     np.testing.assert_allclose(table.ci_low, table.clinician_only_ci_low, rtol=0, atol=1e-12)
-    assert (table.interval == "t").all()
+    assert table.interval.str.startswith("t").all()
     # Clinician-only is the textbook t interval of the rated responses' clinician means.
     df = scores_frame(study=mentalalign_module, filters=Filters(judges=("gpt-4o",)))
     row = table.iloc[0]
@@ -101,6 +101,9 @@ def test_default_mode_is_the_clinician_mean_and_unrated_responses_are_nonrespons
     assert set(warned.responder) == {"qwen_2", "qwen_3"}
     assert (warned.nonresponse_judge_gap < -1).all()  # judges score the unrated far lower
     assert warned.warning.str.contains("clinicians left .* unrated that the judges score").all()
+    # Informative non-response: the judges are not used for those cells (clinician-only).
+    assert (warned.interval == "t (clinician-only: informative non-response)").all()
+    assert (table[table.warning.fillna("") == ""].interval == "t").all()
 
 
 #: Responses clinicians left unrated in the release (most per attribute cell, both judges
