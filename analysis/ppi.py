@@ -81,11 +81,13 @@ class CellEstimates:
 
 
 def z_value(alpha: float) -> float:
-    from scipy import stats as sps  # lazily: scipy.stats costs ~1 s at start-up
+    # scipy.special's distribution functions, not scipy.stats: importing scipy.stats took
+    # 1.2 of the 1.6 s a judge-assisted report on MentalAlign-70k spent (special: ~0.2 s).
+    from scipy import special
 
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha}")
-    return float(sps.norm.ppf(1.0 - alpha / 2.0))
+    return float(special.ndtri(1.0 - alpha / 2.0))
 
 
 INTERVALS = ("t", "z")
@@ -100,10 +102,12 @@ def quantiles(alpha: float, n: ArrayLike, interval: str) -> FloatArray:
         return np.full(n_arr.shape, z)
     if interval != "t":
         raise ValueError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
-    from scipy import stats as sps
+    from scipy import special  # Student's t quantile, see z_value
 
     with np.errstate(invalid="ignore"):
-        return np.where(n_arr >= 2, sps.t.ppf(1.0 - alpha / 2.0, np.maximum(n_arr - 1, 1)), np.nan)
+        return np.where(
+            n_arr >= 2, special.stdtrit(np.maximum(n_arr - 1, 1), 1.0 - alpha / 2.0), np.nan
+        )
 
 
 def _codes(values: ArrayLike, n_cells: int, name: str) -> IntArray:

@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import judge_assisted
@@ -48,6 +49,10 @@ class Command(BaseCommand):
         "Responses of labelled conversations that clinicians left unrated are non-response "
         "(counted in n_nonresponse, in neither pool). See docs/judge-assisted.md."
     )
+
+    # The checks of what it relies on, the models: the URL checks import every view of the
+    # project (and the LLM SDKs' callers), seconds of start-up for a table it prints.
+    requires_system_checks = [Tags.models]
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--study", required=True)
