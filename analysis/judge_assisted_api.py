@@ -3,8 +3,9 @@
 ``GET /api/studies/<id>/judge-assisted/?judge=NAME[&judge=NAME...][&alpha=0.05][&target=0.10]
 [&lever=1]`` returns the means, paired differences, ranking, planner, the separations of
 adjacent places and the separation planner as lists of rows; with ``lever=1`` also which lever
-narrows each attribute's ICC interval (a bootstrap: about a second). Every clinician-rated
-conversation is labelled (a labelled subset is a command-line option).
+narrows each attribute's ICC interval (a bootstrap: about a second). The labelled conversations
+are the study's design (its clinician sample, else every clinician-rated one), named in
+``design``; a listed subset is a command-line option.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class JudgeAssistedView(APIView):
             {
                 "study": study.pk,
                 "judges": list(dict.fromkeys(judges)),
+                "design": report.design,
                 "means": _records(report.means),
                 "differences": _records(report.differences),
                 "ranking": _records(report.ranking),

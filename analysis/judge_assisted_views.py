@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from numpy.typing import ArrayLike
 
-SHARES = [(100, "all clinician-rated"), (50, "a random 50%"), (20, "a random 20%"),
+SHARES = [(100, "the study's design"), (50, "a random 50%"), (20, "a random 20%"),
           (10, "a random 10%"), (5, "a random 5%")]  # fmt: skip
 
 
@@ -49,7 +49,8 @@ class JudgeAssistedForm(forms.Form):
 
 def _labelled(study: Study, share: int) -> set[str] | None:
     """A seeded random share of the conversations, to show what a smaller clinician budget
-    would give; None means every clinician-rated conversation."""
+    would give; None means the study's design (its clinician sample, else every
+    clinician-rated conversation)."""
     if share >= 100:
         return None
     ids = sorted(conversation_external_ids(study=study))
@@ -106,6 +107,11 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
     context |= {
         "chosen": chosen,
         "share": share,
+        "design": report.design,
+        "warnings": [
+            f"{row.responder} × {row.attribute}: {row.warning}"
+            for row in means[means["warning"] != ""].itertuples(index=False)
+        ],
         "median_saved": _median(means["ratings_saved"]),
         "median_ratio": _median(means["width_ratio"]),
         "chart_specs": [
@@ -122,6 +128,7 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
                 "attribute",
                 "n_labelled",
                 "n_unlabelled",
+                "n_nonresponse",
                 "estimate",
                 "ci_low",
                 "ci_high",
@@ -130,6 +137,7 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
                 "lambda",
                 "judge_only_mean",
                 "ratings_saved",
+                "interval",
             ],
         ),  # fmt: skip
         "ranking": _rows(

@@ -41,7 +41,16 @@ def test_researcher_sees_forest_ranking_and_planner(small_study, researcher_clie
 
 def test_every_judge_and_all_rated_conversations_by_default(small_study, researcher_client):
     html = researcher_client.get(_url(small_study.study)).content.decode()
-    assert "judge-x + judge-y" in html and "every clinician-rated conversation" in html
+    assert "judge-x + judge-y" in html and "every conversation with a clinician score" in html
+    assert "<th>non-response</th>" in html and "Holm" in html
+
+
+def test_the_stored_clinician_sample_is_the_default_design(small_study, researcher_client):
+    from annotation.services.sampling import clinician_sample_draw
+
+    sample = clinician_sample_draw(study=small_study.study, size=4, seed=8)
+    html = researcher_client.get(_url(small_study.study)).content.decode()
+    assert sample.describe() in html
 
 
 def test_clinician_cannot_open_the_page(small_study, clinician_user):
