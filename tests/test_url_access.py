@@ -152,6 +152,14 @@ EXPECTED: dict[str, list[Case]] = {
             },
         )
     ],
+    "manage/sample": [
+        C(
+            "/manage/sample",
+            get=NOT_GET,
+            post=ADMINS_REDIRECT,
+            data=lambda world, role: {"study": world["study_id"], "size": 1, "method": "uniform"},
+        )
+    ],
     "manage/assignments/<int:pk>/reassign": [
         C(
             "/manage/assignments/{assignment_id}/reassign",
