@@ -3,7 +3,7 @@
 ``GET /api/studies/<id>/judge-assisted/?judge=NAME[&judge=NAME...][&alpha=0.05][&target=0.10]
 [&lever=1]`` returns the means, paired differences, ranking, planner, the separations of
 adjacent places and the separation planner as lists of rows; with ``lever=1`` also which lever
-narrows each attribute's ICC interval (a bootstrap: about a second). Every clinician-rated
+narrows each attribute's ICC interval (a bootstrap: seconds). Every clinician-rated
 conversation is labelled (a labelled subset is a command-line option).
 """
 

@@ -107,6 +107,16 @@ def _cache_key(kind: str, study: Study, version: str, *parts: object) -> str:
     return f"analysis:judge-assisted:{kind}:" + ":".join(map(str, (study.pk, version, *parts)))
 
 
+def _judges(study: Study, version: str) -> list[str]:
+    """The study's judges, by name; a distinct over every rating, so kept with the version."""
+    key = _cache_key("judges", study, version)
+    judges: list[str] | None = cache.get(key)
+    if judges is None:
+        judges = judge_names(study=study)
+        cache.set(key, judges, timeout=CACHE_SECONDS)
+    return judges
+
+
 def _report(
     study: Study, *, judges: list[str], share: int, target: float, version: str
 ) -> JudgeAssistedReport:
@@ -170,7 +180,8 @@ def _median(values: ArrayLike) -> float | None:
 @role_required(RESEARCHER)
 def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
     study = get_object_or_404(Study.objects.select_related("rubric"), pk=study_id)
-    judges = judge_names(study=study)
+    version = ratings_version(study=study)
+    judges = _judges(study, version)
     form = JudgeAssistedForm(request.GET or None, judges=judges)
     context: dict[str, Any] = {"study": study, "form": form, "error": None, "chart_specs": []}
     # An htmx Apply replaces the results only; the form stays as the researcher set it.
@@ -189,7 +200,6 @@ def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpRes
     if not chosen:
         context["error"] = "This study has no judge scores."
         return render(request, template, context)
-    version = ratings_version(study=study)
     try:
         report = _report(study, judges=chosen, share=share, target=target, version=version)
         levers = _levers(study, judges=chosen, version=version) if data.get("lever") else None
