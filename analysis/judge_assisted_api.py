@@ -3,7 +3,7 @@
 ``GET /api/studies/<id>/judge-assisted/?judge=NAME[&judge=NAME...][&alpha=0.05][&target=0.10]
 [&lever=1]`` returns the means, paired differences, ranking, planner, the separations of
 adjacent places and the separation planner as lists of rows; with ``lever=1`` also which lever
-narrows each attribute's ICC interval (a bootstrap: about a second). The labelled conversations
+narrows each attribute's ICC interval (a bootstrap: seconds). The labelled conversations
 are the study's design (its clinician sample, else every clinician-rated one), named in
 ``design``; a listed subset is a command-line option.
 """
