@@ -19,8 +19,8 @@ study that clinicians were meant to rate. Per cell, a response of a labelled con
 - *non-response* when the judges scored it but no clinician did: it is in neither pool (treating
   it as unlabelled would let the judges' scores stand in for exactly the responses clinicians
   chose not to rate), it is counted (``n_nonresponse``), and when the judges score the
-  non-responded responses clearly differently from the rated ones the cell carries a warning:
-  the estimate assumes they are like the rated ones (:func:`nonresponse_warned`);
+  non-responded responses clearly differently from the rated ones (:func:`nonresponse_warned`)
+  the cell carries a warning and uses the clinician-only estimate (see :func:`_estimate`);
 - left out of the cell when clinicians scored it but a chosen judge did not (never guessed).
 
 Every response of a conversation outside the sample with f_i is *unlabelled*, even where
