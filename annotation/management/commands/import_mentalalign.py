@@ -9,7 +9,7 @@ from annotation.importers.base import ImportProblem, file_sha256
 from annotation.importers.mentalalign import Workbook, read_workbook
 from annotation.services import (
     WorkbookSource,
-    clinician_rater_get_or_create,
+    human_workbook_sources,
     judge_rater_get_or_create,
     mentalalign_import,
     study_get_or_create,
@@ -46,7 +46,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--human-rater",
             default="MentalAlign-70k clinicians",
-            help="rater name for the clinicians' workbook",
+            help="rater name for the clinicians' workbook (a released study's workbook, with a "
+            "Clinician column, names each clinician '<study> <code>' instead)",
         )
         parser.add_argument("--judge", action="append", default=[], metavar="NAME=FILE")
         parser.add_argument(
@@ -90,18 +91,20 @@ class Command(BaseCommand):
             # One transaction: a failure leaves no study, rater, rating or log behind.
             with transaction.atomic():
                 study, created = study_get_or_create(name=options["study"])
-                sources = [
-                    WorkbookSource(
-                        workbook=book,
-                        rater=(
-                            clinician_rater_get_or_create(name=options["human_rater"])
-                            if name is None
-                            else judge_rater_get_or_create(name=name, excluded=exclusions.get(name))
-                        ),
-                        sha256=file_sha256(path),
+                sources: list[WorkbookSource] = []
+                for judge, path, book in books:
+                    if judge is None:
+                        sources += human_workbook_sources(
+                            study=study,
+                            workbook=book,
+                            sha256=file_sha256(path),
+                            rater_name=options["human_rater"],
+                        )
+                        continue
+                    rater = judge_rater_get_or_create(name=judge, excluded=exclusions.get(judge))
+                    sources.append(
+                        WorkbookSource(workbook=book, rater=rater, sha256=file_sha256(path))
                     )
-                    for name, path, book in books
-                ]
                 summaries = mentalalign_import(
                     study=study, sources=sources, strict=options["strict"]
                 )
@@ -114,7 +117,10 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{s['file']} ({s['rater']}): {s['cells']} cells = {s['stored']} stored + "
                 f"{s['invalid']} unparseable (kept as invalid, raw text stored) + {s['empty']} "
-                f"empty + {s['already_present']} already imported"
+                "empty + "
+                + (f"{s['not_rated']} marked not rated + " if s["not_rated"] else "")
+                + (f"{s['flagged']} marked flagged + " if s["flagged"] else "")
+                + f"{s['already_present']} already imported"
                 + (
                     f" ({s['changed_since_import']} differ from the stored import)"
                     if s["changed_since_import"]
