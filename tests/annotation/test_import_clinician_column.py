@@ -82,3 +82,21 @@ def test_a_missing_clinician_code_is_named(db, tmp_path):
     path = _workbook(tmp_path / "Human_judge.xlsx", [["1", None, "I feel low.", _scores(4), ""]])
     with pytest.raises(CommandError, match=r"row 2, column 'Clinician': expected a clinician"):
         call_command("import_mentalalign", "--study", "NoCode", "--human", str(path))
+
+
+def test_an_empty_exclude_overrides_the_papers_self_exclusion(db, tmp_path):
+    book = openpyxl.Workbook()
+    book.active.append(["ConvID", "context", "judge_response_gpt4o"])
+    book.active.append(["1", "I feel low.", _scores(4)])
+    book.save(tmp_path / "judge.xlsx")
+    judge = f"gpt-4o-new={tmp_path / 'judge.xlsx'}"
+    call_command("import_mentalalign", "--study", "S", "--judge", judge, "--exclude", "gpt-4o-new=")
+    assert Rater.objects.get(name="gpt-4o-new").excluded_responders == []
+    call_command(
+        "import_mentalalign",
+        "--study",
+        "S2",
+        "--judge",
+        judge.replace("gpt-4o-new", "gpt-4o-other"),
+    )
+    assert Rater.objects.get(name="gpt-4o-other").excluded_responders == ["gpt4o"]

@@ -18,11 +18,12 @@ from annotation.services import (
 SHOWN_PROBLEMS = 50
 
 
-def _pairs(values: list[str], flag: str) -> list[tuple[str, str]]:
+def _pairs(values: list[str], flag: str, *, empty: bool = False) -> list[tuple[str, str]]:
+    """NAME=VALUE pairs; with `empty`, NAME= (nothing after the sign) is allowed too."""
     pairs = []
     for value in values:
         name, sep, rest = value.partition("=")
-        if not sep or not name.strip() or not rest.strip():
+        if not sep or not name.strip() or (not rest.strip() and not empty):
             raise CommandError(f"{flag} {value!r}: expected NAME=VALUE")
         pairs.append((name.strip(), rest.strip()))
     return pairs
@@ -34,7 +35,8 @@ class Command(BaseCommand):
         "judges' raw outputs (--judge NAME=FILE). Every parseable cell is stored as a rating "
         "with its raw text; every unparseable cell is stored as an invalid rating (raw text and "
         "reason, no scores) and reported; empty cells are counted and reported. Judges named like "
-        "claude / gpt-4o / gemini / o4-mini get the paper's self-exclusions unless --exclude."
+        "claude / gpt-4o / gemini / o4-mini get the paper's self-exclusions unless --exclude "
+        "(NAME= for none)."
     )
     # The checks of what an import relies on: the models. The URL checks would import every
     # view (and the dashboards' pandas) before a single row is read.
@@ -55,7 +57,8 @@ class Command(BaseCommand):
             action="append",
             default=[],
             metavar="NAME=KEY[,KEY]",
-            help="responder keys a judge must not be compared on",
+            help="responder keys a judge must not be compared on (NAME= for none, overriding "
+            "the paper's self-exclusion for a judge named like one of its judges)",
         )
         parser.add_argument(
             "--strict",
@@ -72,7 +75,7 @@ class Command(BaseCommand):
         judges = _pairs(options["judge"], "--judge")
         exclusions = {
             name: [k.strip() for k in keys.split(",") if k.strip()]
-            for name, keys in _pairs(options["exclude"], "--exclude")
+            for name, keys in _pairs(options["exclude"], "--exclude", empty=True)
         }
         unknown = set(exclusions) - {name for name, _ in judges}
         if unknown:
