@@ -621,6 +621,13 @@ def release_write(
             "the Parquet copy needs the pyarrow package, which is not installed "
             "(pip install pyarrow), or release without --format parquet"
         )
+    if study.kind != Study.Kind.RESPONSE_RATING:
+        # Their labels have no importer to read them back yet, and a release that silently
+        # left them out would not be the study.
+        raise ReleaseProblem(
+            f"study {study.name!r} is a distortion-labelling study; only response-rating studies "
+            "can be released so far"
+        )
     if not _conversations(study).exists():
         raise ReleaseProblem(f"study {study.name!r} has no conversations to release")
     keys = _responder_keys(study)

@@ -29,6 +29,7 @@ from analysis.release import (
     parquet_available,
 )
 from annotation.models import Assignment, Conversation, Rater, Rating, Study
+from annotation.services import rubric_get_or_create_default
 from tests.conftest import require_shared
 
 
@@ -196,6 +197,16 @@ def test_a_stored_rating_its_raw_output_would_not_give_back_is_refused(generated
     with pytest.raises(CommandError, match=r"judge 'judge-y', conversation '.*': the stored"):
         _run("release_study", "--study", generated.study.name, "--out", str(out))
     assert list(tmp_path.iterdir()) == []  # nothing half-written, no staging left behind
+
+
+def test_a_distortion_study_is_refused_rather_than_released_without_its_labels(db, tmp_path):
+    study = Study.objects.create(
+        name="Distortions", kind="distortion", rubric=rubric_get_or_create_default()
+    )
+    Conversation.objects.create(study=study, external_id="1", context="I always fail.")
+    with pytest.raises(CommandError, match="distortion-labelling study"):
+        _run("release_study", "--study", "Distortions", "--out", str(tmp_path / "r"))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_out_must_be_new_or_empty(generated, tmp_path):
