@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+from django.db.models import Count
 
 from analysis import reports
 from analysis.selectors import attribute_names, coverage, exclusions_for, scores_frame
-from annotation.models import Responder, Study
+from annotation.models import Rater, Rating, Responder, Study
 from scoring.rubric import DEFAULT_RUBRIC_NAME
 
 #: The reliability table as `reliability_report` computes it by default.
@@ -144,8 +145,7 @@ def datasheet_markdown(
         f"clinician rating; {cover['with_two_clinicians']} have two or more (the overlap on "
         "which agreement among clinicians is measured). "
         f"{kinds.get('clinician', 0)} clinicians and {kinds.get('judge', 0)} judges rated.",
-        "- Each clinician saw a conversation's responses blinded (no system names) and in an "
-        "order drawn for them; the orders are not part of the release.",
+        *_collection(study),
         "- Only submitted ratings are released, and each clinician's first rating of a response "
         "(a test-retest repeat is not). Practice conversations, drafts, flag reasons, names, "
         "e-mail addresses and times are not released.",
@@ -226,6 +226,32 @@ def datasheet_markdown(
         "",
     ]
     return "\n".join(out)
+
+
+def _collection(study: Study) -> list[str]:
+    """How the clinicians' ratings came to be, as far as the platform knows it."""
+    from analysis.release import released_ratings
+
+    by_source = dict(
+        released_ratings(study)
+        .filter(rater__kind=Rater.Kind.CLINICIAN)
+        .values_list("source")
+        .annotate(n=Count("id"))
+        .values_list("source", "n")
+    )
+    lines = []
+    if by_source.get(Rating.Source.FORM):
+        lines.append(
+            f"- {by_source[Rating.Source.FORM]} clinician ratings were made on this platform: "
+            "each clinician saw a conversation's responses blinded (no system names) and in an "
+            "order drawn for them; the orders are not part of the release."
+        )
+    if by_source.get(Rating.Source.IMPORT):
+        lines.append(
+            f"- {by_source[Rating.Source.IMPORT]} clinician ratings were imported from files; "
+            "how they were collected is not recorded on the platform."
+        )
+    return lines
 
 
 def datasheet_blocks(markdown: str) -> list[dict[str, Any]]:

@@ -111,9 +111,10 @@ def _responder_keys(study: Study) -> list[str]:
     )
 
 
-def _released_ratings(study: Study) -> QuerySet[Rating]:
-    """The ratings that are data: complete ones and invalid imported cells (their raw text is
-    part of the record), never drafts; a clinician's first rating of each response."""
+def released_ratings(study: Study) -> QuerySet[Rating]:
+    """The ratings a release holds: complete ones and invalid judge outputs and imported cells
+    (their raw text is part of the record), never drafts; a clinician's first rating of each
+    response; no practice conversation."""
     return Rating.objects.filter(
         Q(status=Rating.Status.COMPLETE)
         | Q(status=Rating.Status.INVALID, rater__kind=Rater.Kind.JUDGE)
@@ -123,7 +124,7 @@ def _released_ratings(study: Study) -> QuerySet[Rating]:
 
 
 def _judges(study: Study) -> list[Rater]:
-    ids = _released_ratings(study).filter(rater__kind=Rater.Kind.JUDGE).values("rater_id")
+    ids = released_ratings(study).filter(rater__kind=Rater.Kind.JUDGE).values("rater_id")
     return list(Rater.objects.filter(pk__in=ids).order_by("name"))
 
 
@@ -131,7 +132,7 @@ def _clinician_codes(study: Study) -> list[tuple[int, str]]:
     """(rater id, code) of every clinician with released work, by code number."""
     codes = rater_codes_ensure(study_id=study.pk)
     with_work = set(
-        _released_ratings(study)
+        released_ratings(study)
         .filter(rater__kind=Rater.Kind.CLINICIAN)
         .values_list("rater_id", flat=True)
         .distinct()
@@ -225,7 +226,7 @@ def _check_keys(keys: Sequence[str]) -> None:
 def _check_judges(study: Study, judges: Sequence[Rater]) -> None:
     """One released output per judge and response: the workbook layout has one cell for it."""
     twice = (
-        _released_ratings(study)
+        released_ratings(study)
         .filter(rater__in=judges)
         .values("rater__name", "response_id")
         .annotate(n=Count("id"))
@@ -359,7 +360,7 @@ def _human_workbook(
             sheet, ["ConvID", CLINICIAN_COLUMN, "context", *(f"human_response_{k}" for k in keys)]
         )
         counts = {"rows": 0, "complete": 0, "invalid": 0, "not_rated": 0, "flagged": 0}
-        ratings = _released_ratings(study).filter(rater__kind=Rater.Kind.CLINICIAN)
+        ratings = released_ratings(study).filter(rater__kind=Rater.Kind.CLINICIAN)
         for rater_id, code in clinicians:
             flagged = set(
                 _flagged(study).filter(rater_id=rater_id).values_list("conversation_id", flat=True)
@@ -452,7 +453,7 @@ def _judge_workbook(
         index = {k: i for i, k in enumerate(keys)}
         counts = {"rows": 0, "complete": 0, "invalid": 0}
         rows = (
-            _released_ratings(study)
+            released_ratings(study)
             .filter(rater=judge)
             .order_by("response__conversation_id", "response__responder__key")
             .values_list(

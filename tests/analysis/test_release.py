@@ -117,6 +117,10 @@ def test_generated_study_comes_back_byte_for_byte(generated, tmp_path):
          DATASHEET, CHECKSUMS]
     )  # fmt: skip
     assert checksums_verify(out) == []
+    sheet = (out / DATASHEET).read_text(encoding="utf-8")
+    # 8 conversations rated by dr_a, 4 of them by dr_b too, 5 responses each.
+    assert "- 60 clinician ratings were made on this platform" in sheet
+    assert "imported from files" not in sheet
 
     before = _reports(study.name, ["judge-x", "judge-y-gpt-4o"])
     summary = _reimport(out, "Small study, re-imported", {"judge-x": "m1"})
