@@ -50,6 +50,14 @@ from django.db.models import Count, Max, Q, QuerySet
 from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import ratings_version
 from annotation.csvsafe import reversible_cell
+from annotation.importers.base import ImportProblem
+from annotation.importers.limits import (
+    ImportLimits,
+    check_cells,
+    check_columns,
+    check_file_size,
+    check_zip,
+)
 from annotation.importers.mentalalign import CLINICIAN_COLUMN, FLAGGED, NOT_RATED
 from annotation.importers.mentalbench import (
     CONDITION_COLUMNS,
@@ -255,6 +263,7 @@ def _conversations_csv(
     )
     writer.writerow([reversible_cell(c) for c in [*columns, *response_columns]])
     index = {k: i for i, k in enumerate(keys)}
+    max_chars = ImportLimits.from_settings().max_cell_chars
     n_conversations = n_responses = 0
     rows = (
         _conversations(study)
@@ -277,6 +286,12 @@ def _conversations_csv(
                 )
             padded = conditions + [""] * (MAX_CONDITIONS - len(conditions))
             values = [ext, context, *padded, source, *texts.get(pk, [""] * len(response_columns))]
+            longest = max(values, key=len)
+            if len(longest) > max_chars:
+                raise ReleaseProblem(
+                    f"conversation {ext!r}: a text of {len(longest):,} characters, more than "
+                    f"the {max_chars:,} import_conversations reads (IMPORT_MAX_CELL_CHARS)"
+                )
             writer.writerow([reversible_cell(v) for v in values])
             n_conversations += 1
             n_responses += sum(bool(t) for t in texts.get(pk, []))
@@ -533,6 +548,25 @@ def _check_readback(
         )
 
 
+def _check_importable(directory: Path, rows: dict[str, tuple[int, int]]) -> None:
+    """The importers' limits (docs/importing.md) on each file, as they will be read back:
+    `rows` gives each file's data rows and columns. A release the importer would refuse under
+    this platform's limits is not a release that comes back."""
+    limits = ImportLimits.from_settings()
+    try:
+        for name, (n_rows, n_columns) in rows.items():
+            path = directory / name
+            check_file_size(path.stat().st_size, file=name, limits=limits)
+            if path.suffix == ".xlsx":
+                check_zip(path, file=name, limits=limits)
+            check_columns(n_columns, file=name, row=1, limits=limits)
+            check_cells((n_rows + 1) * n_columns, file=name, row=n_rows + 1, limits=limits)
+    except ImportProblem as exc:
+        raise ReleaseProblem(
+            f"{exc}; the import commands would refuse this release under this platform's limits"
+        ) from None
+
+
 def _judge_file_name(name: str) -> str:
     """The judge's name as a file name: the importer takes the judge's name from the command
     line, so the name in the file only has to be recognisable and safe."""
@@ -659,6 +693,18 @@ def release_write(
         if parquet:
             counts["parquet_rows"] = _parquet(study, staging / PARQUET)
             files.append(PARQUET)
+        n_text = len(keys) if include_text else 0
+        _check_importable(
+            staging,
+            {
+                CONVERSATIONS: (counts["conversations"], 6 + n_text),
+                **({HUMAN: (counts["clinicians"]["rows"], 3 + len(keys))} if clinicians else {}),
+                **{
+                    name: (counts["judges"][judge.name]["rows"], 2 + len(keys))
+                    for judge, name in zip(judges, names, strict=True)
+                },
+            },
+        )
         sheet = datasheet_markdown(
             study=study,
             counts=counts,

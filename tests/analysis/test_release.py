@@ -213,6 +213,15 @@ def test_a_distortion_study_is_refused_rather_than_released_without_its_labels(d
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_release_the_importer_would_refuse_is_not_written(generated, tmp_path, settings):
+    settings.IMPORT_MAX_CELLS = 100  # conversations.csv: 11 rows × 11 columns
+    with pytest.raises(
+        CommandError, match=r"conversations.csv, row 11: .*IMPORT_MAX_CELLS.*refuse"
+    ):
+        _run("release_study", "--study", generated.study.name, "--out", str(tmp_path / "r"))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_out_must_be_new_or_empty(generated, tmp_path):
     (tmp_path / "keep.txt").write_text("mine")
     with pytest.raises(CommandError, match="exists and is not an empty directory"):
