@@ -169,16 +169,25 @@ def _batches(rows: Iterable[Any], size: int = BATCH) -> Iterator[list[Any]]:
         yield batch
 
 
-def _scores_of(rating_ids: Sequence[int]) -> dict[int, dict[str, int]]:
-    """Rating id → {attribute: score}, in rubric order."""
-    out: dict[int, dict[str, int]] = {}
-    for rating_id, name, value in (
-        Score.objects.filter(rating_id__in=rating_ids)
-        .order_by("rating_id", "attribute__position")
-        .values_list("rating_id", "attribute__name", "value")
-    ):
-        out.setdefault(rating_id, {})[name] = value
-    return out
+def _scores_of(
+    rating_ids: Sequence[int], attributes: Sequence[tuple[int, str]]
+) -> dict[int, dict[str, int]]:
+    """Rating id → {attribute: score}, in the order of `attributes` ((id, name) in rubric
+    order). Ids only from the database (no join, no sort): at paper scale the join and sort of
+    the attribute per score took as long as writing the workbooks."""
+    by_id: dict[int, dict[int, int]] = {}
+    for rating_id, attribute_id, value in Score.objects.filter(
+        rating_id__in=rating_ids
+    ).values_list("rating_id", "attribute_id", "value"):
+        by_id.setdefault(rating_id, {})[attribute_id] = value
+    return {
+        rating_id: {name: scores[pk] for pk, name in attributes if pk in scores}
+        for rating_id, scores in by_id.items()
+    }
+
+
+def _attributes(study: Study) -> list[tuple[int, str]]:
+    return list(study.rubric.attributes.order_by("position").values_list("id", "name"))
 
 
 def _contexts(conversation_ids: Iterable[int]) -> dict[int, tuple[str, str]]:
@@ -361,13 +370,23 @@ def _save(book: Any, path: Path) -> None:
 
 
 def _append(sheet: Any, values: Sequence[object]) -> None:
-    sheet.append([_text_cell(sheet, v) for v in values])
+    """A row; the texts openpyxl would store as a formula (a leading "=") or an error value
+    ("#N/A") go in as cells typed text, the rest as plain values (a cell object per value cost
+    a fifth of the time of writing a workbook)."""
+    from openpyxl.cell.cell import ERROR_CODES
+
+    sheet.append(
+        [
+            _text_cell(sheet, v) if isinstance(v, str) and (v[:1] == "=" or v in ERROR_CODES) else v
+            for v in values
+        ]
+    )
 
 
 def _human_workbook(
     study: Study, path: Path, *, keys: Sequence[str], clinicians: Sequence[tuple[int, str]]
 ) -> dict[str, int]:
-    attributes = list(study.rubric.attributes.order_by("position").values_list("name", flat=True))
+    attributes = _attributes(study)
     scale = (study.rubric.scale_min, study.rubric.scale_max)
     with _write_only_workbook() as book:
         sheet = book.create_sheet("Human_judge")
@@ -386,7 +405,8 @@ def _human_workbook(
                 keys=keys,
                 code=code,
                 counts=counts,
-                readback=(attributes, scale),
+                attributes=attributes,
+                scale=scale,
             )
             for batch in _batches(rows):
                 contexts = _contexts(c for c, _ in batch)
@@ -405,7 +425,8 @@ def _clinician_rows(
     keys: Sequence[str],
     code: str,
     counts: dict[str, int],
-    readback: tuple[Sequence[str], tuple[int, int]],
+    attributes: Sequence[tuple[int, str]],
+    scale: tuple[int, int],
 ) -> Iterator[tuple[int, list[str]]]:
     """(conversation id, cells) of one clinician, by conversation: their released ratings, and
     a marker in every other cell; a flagged conversation without a rating is a row of markers."""
@@ -431,7 +452,7 @@ def _clinician_rows(
     current: int | None = None
     cells: list[str | None] = []
     for batch in _batches(rows.iterator(chunk_size=BATCH)):
-        scores = _scores_of([r[0] for r in batch])
+        scores = _scores_of([r[0] for r in batch], attributes)
         for rating_id, conversation_id, ext, key, status, source, raw, overall, why in batch:
             if conversation_id != current:
                 if current is not None:
@@ -445,7 +466,7 @@ def _clinician_rows(
             stored = scores.get(rating_id, {})
             if source == Rating.Source.IMPORT and raw.strip():
                 text = raw  # an imported cell exactly as imported
-                _check_readback(text, status, stored, *readback, where=where)
+                _check_readback(text, status, stored, attributes, scale, where=where)
             else:
                 text = _scores_json(stored, overall, why)
             cells[index[key]] = _check_cell(text, where=where)
@@ -459,7 +480,7 @@ def _clinician_rows(
 def _judge_workbook(
     study: Study, judge: Rater, path: Path, *, keys: Sequence[str]
 ) -> dict[str, int]:
-    attributes = list(study.rubric.attributes.order_by("position").values_list("name", flat=True))
+    attributes = _attributes(study)
     scale = (study.rubric.scale_min, study.rubric.scale_max)
     with _write_only_workbook() as book:
         sheet = book.create_sheet("judge")
@@ -493,7 +514,7 @@ def _judge_workbook(
                 counts["rows"] += 1
 
         for batch in _batches(rows.iterator(chunk_size=BATCH)):
-            scores = _scores_of([r[0] for r in batch])
+            scores = _scores_of([r[0] for r in batch], attributes)
             contexts.update(_contexts(r[1] for r in batch))
             for rating_id, conversation_id, key, status, raw, overall, rationale, error in batch:
                 if conversation_id != current:
@@ -529,13 +550,13 @@ def _check_readback(
     raw: str,
     status: str,
     stored: dict[str, int],
-    attributes: Sequence[str],
+    attributes: Sequence[tuple[int, str]],
     scale: tuple[int, int],
     *,
     where: str,
 ) -> None:
     """The importer will parse `raw` again: it must find the rating that is stored."""
-    parsed = parse_judge_output(raw, attributes, scale)
+    parsed = parse_judge_output(raw, [name for _, name in attributes], scale)
     if status == Rating.Status.COMPLETE and (not parsed.ok or parsed.scores != stored):
         raise ReleaseProblem(
             f"{where}: the stored scores are not what the raw output reads as "

@@ -92,6 +92,8 @@ def generated(small_study):
     Conversation.objects.filter(study=study, external_id="c0").update(
         context='=HYPERLINK("http://evil.example","click") I feel worried.'
     )
+    # A spreadsheet's error value, which openpyxl would otherwise store as an error, not text.
+    Conversation.objects.filter(study=study, external_id="c2").update(context="#N/A")
     flagged = Conversation.objects.create(study=study, external_id="c-flag", context="Too hard.")
     for responder_response in Conversation.objects.get(
         study=study, external_id="c1"
@@ -177,6 +179,8 @@ def test_formula_looking_cells_are_text_in_every_file(generated, tmp_path):
     cells = [c for row in book.worksheets[0].iter_rows() for c in row]
     formula = [c for c in cells if isinstance(c.value, str) and c.value.startswith("=")]
     assert formula and all(c.data_type == "s" for c in formula)
+    error_value = [c for c in cells if c.value == "#N/A"]
+    assert error_value and all(c.data_type == "s" for c in error_value)
 
 
 def test_judge_workbook_keeps_invalid_outputs_with_their_reasons(generated, tmp_path):

@@ -1,6 +1,7 @@
 from pathlib import Path
 from typing import Any
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis.management.lookup import study_get_or_error
@@ -18,6 +19,10 @@ class Command(BaseCommand):
         "addresses, times or drafts. Re-importing DIR reproduces reliability_report. See "
         "docs/release.md."
     )
+
+    # The checks of what a release relies on: the models (the URL checks would import every
+    # view first).
+    requires_system_checks = [Tags.models]
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--study", required=True)
