@@ -61,6 +61,24 @@ def safe_cell(value: Any) -> Any:
     return value
 
 
+def reversible_cell(text: str) -> str:
+    """`safe_cell` for text that must come back exactly when the file is read again (a released
+    dataset that is re-imported): besides the dangerous cells, a text that already starts with
+    apostrophes before a dangerous character gets one more, so :func:`cell_unescaped` removes
+    exactly the one added here and nothing a writer typed."""
+    return PREFIX + text if _looks_escaped(text) else text
+
+
+def cell_unescaped(text: str) -> str:
+    """The inverse of :func:`reversible_cell`: one leading apostrophe off a cell that starts
+    with apostrophes before a dangerous character; every other text as it is."""
+    return text[1:] if text.startswith(PREFIX) and _looks_escaped(text) else text
+
+
+def _looks_escaped(text: str) -> bool:
+    return is_dangerous(text.lstrip(PREFIX))
+
+
 _PLAIN = frozenset({int, float, Decimal, bool, type(None)})
 
 

@@ -238,6 +238,12 @@ EXPECTED: dict[str, list[Case]] = {
         C("/analysis/studies/{study_id}/ratings.csv", get=RESEARCHERS)
     ],
     # Clinicians by name: admins only.
+    "analysis/studies/<int:study_id>/release/": [
+        C("/analysis/studies/{study_id}/release/", get=RESEARCHERS)
+    ],
+    "analysis/studies/<int:study_id>/release.zip": [
+        C("/analysis/studies/{study_id}/release.zip", get=RESEARCHERS)
+    ],
     "analysis/studies/<int:study_id>/retest/": [
         C("/analysis/studies/{study_id}/retest/", get=ADMINS)
     ],

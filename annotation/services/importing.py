@@ -22,7 +22,7 @@ from ..importers.copy_load import (  # COPY on PostgreSQL, bulk_create elsewhere
     bulk_insert_values,
 )
 from ..importers.limits import ImportLimits
-from ..importers.mentalalign import Workbook
+from ..importers.mentalalign import FLAGGED, NOT_RATED, Workbook
 from ..importers.mentalbench import ConversationRecord
 from ..models import (
     Attribute,
@@ -302,6 +302,25 @@ class WorkbookSource:
     sha256: str
 
 
+def human_workbook_sources(
+    *, study: Study, workbook: Workbook, sha256: str, rater_name: str
+) -> list[WorkbookSource]:
+    """The clinicians' workbook as rater sources: one rater (`rater_name`) for a workbook
+    without a Clinician column, as the MentalAlign-70k release; one per code for a released
+    study's workbook, named "<study> <code>" so that C01 of one study is not C01 of another."""
+    if not workbook.clinicians:
+        rater = clinician_rater_get_or_create(name=rater_name)
+        return [WorkbookSource(workbook=workbook, rater=rater, sha256=sha256)]
+    return [
+        WorkbookSource(
+            workbook=workbook.for_clinician(code),
+            rater=clinician_rater_get_or_create(name=f"{study.name} {code}"),
+            sha256=sha256,
+        )
+        for code in workbook.clinicians
+    ]
+
+
 def _conversations_for_workbook(
     study: Study, workbook: Workbook, *, strict: bool
 ) -> tuple[dict[str, int], list[dict]]:
@@ -383,7 +402,8 @@ def mentalalign_import(
     user: User | None = None,
 ) -> list[dict]:
     """Store every parseable cell as a complete rating (with its raw text) and every unparseable
-    one as an invalid rating (raw text and reason, no scores); count empty cells. All sources
+    one as an invalid rating (raw text and reason, no scores); count empty cells and the
+    `[not rated]` / `[flagged]` markers of a released study (stored as nothing). All sources
     are one transaction. With `strict`, the first unusable cell aborts the whole import.
     Re-importing stores nothing twice (existing rater/response ratings are kept).
     """
@@ -423,6 +443,10 @@ def mentalalign_import(
                             workbook, cell, "differs from the stored import; kept the stored rating"
                         )
                     )
+                continue
+            if raw.strip() in (NOT_RATED, FLAGGED):
+                # A released study's marker: nothing to store, and not a problem of the file.
+                counts["flagged" if raw.strip() == FLAGGED else "not_rated"] += 1
                 continue
             if not raw.strip():
                 counts["empty"] += 1
@@ -482,6 +506,8 @@ def mentalalign_import(
             "stored": counts["stored"],
             "invalid": counts["invalid"],
             "empty": counts["empty"],
+            "not_rated": counts["not_rated"],
+            "flagged": counts["flagged"],
             "already_present": counts["already_present"],
             "changed_since_import": counts["changed_since_import"],
             "conversations": len(conversations),
