@@ -154,6 +154,30 @@ def datasheet_markdown(
         "",
     ]
 
+    sample = counts.get("clinician_sample")
+    if sample:
+        from analysis.release import SAMPLE
+
+        out += [
+            "### Sampling design",
+            "",
+            f"Clinicians were sent a random sample drawn on the platform: {sample['size']} of "
+            f"{sample['population']} conversations, {sample['method']}, seed {sample['seed']}. "
+            f"`{SAMPLE}` lists them; judge-assisted estimates of this study used them as the "
+            f"labelled conversations (`manage.py judge_assisted --labelled {SAMPLE}` on the "
+            "re-imported study gives the same estimates).",
+            "",
+        ]
+    else:
+        out += [
+            "### Sampling design",
+            "",
+            "No clinician sample was drawn on the platform: the conversations clinicians rated "
+            "are whatever they were assigned, and judge-assisted estimates treat every "
+            "clinician-rated conversation as labelled.",
+            "",
+        ]
+
     out += ["### Self-preference exclusions", ""]
     out.append("A judge is not compared with the clinicians on responses by its own model family:")
     out.append("")

@@ -10,6 +10,8 @@
   ``[flagged]``) that `import_mentalalign` reads as exactly that;
 - ``<judge>_llm_judge.xlsx`` per judge — the raw outputs exactly as stored, and a second sheet
   listing every invalid one with its reason;
+- ``clinician_sample.txt`` when the study has a stored clinician sample (its design): one
+  conversation id a line, the format of ``judge_assisted --labelled FILE``;
 - ``datasheet.md``, then ``SHA256SUMS`` over every other file; optionally ``ratings.parquet``.
 
 Pseudonymous by construction: clinicians appear only as study codes, and no file holds a
@@ -75,6 +77,7 @@ from annotation.models import (
     Score,
     Study,
 )
+from annotation.selectors import clinician_sample_current, clinician_sample_external_ids
 from scoring.parsing import parse_judge_output
 
 CONVERSATIONS = "conversations.csv"
@@ -83,6 +86,9 @@ JUDGE_SUFFIX = "_llm_judge.xlsx"
 DATASHEET = "datasheet.md"
 CHECKSUMS = "SHA256SUMS"
 PARQUET = "ratings.parquet"
+#: The study's clinician sample (its design), one external id a line: `judge_assisted
+#: --labelled FILE` on the re-imported study gives the estimates the study gave.
+SAMPLE = "clinician_sample.txt"
 INVALID_SHEET = "invalid outputs"
 BATCH = 2000
 #: Excel keeps at most this many characters in a cell; a longer one would come back cut.
@@ -714,6 +720,17 @@ def release_write(
         if parquet:
             counts["parquet_rows"] = _parquet(study, staging / PARQUET)
             files.append(PARQUET)
+        sample = clinician_sample_current(study=study)
+        if sample is not None:
+            ids = sorted(clinician_sample_external_ids(sample=sample))
+            (staging / SAMPLE).write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+            counts["clinician_sample"] = {
+                "size": sample.size,
+                "population": sample.population,
+                "method": sample.get_method_display(),
+                "seed": sample.seed,
+            }
+            files.append(SAMPLE)
         n_text = len(keys) if include_text else 0
         _check_importable(
             staging,

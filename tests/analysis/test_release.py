@@ -327,3 +327,32 @@ def test_mentalalign70k_comes_back_byte_for_byte(db, tmp_path):
     assert (
         "| claude | claude |" in sheet and "| clinician ratings, valid (scored) | 9900 |" in sheet
     )
+
+
+def test_the_clinician_sample_is_released_and_reproduces_the_judge_assisted_estimates(
+    generated, tmp_path
+):
+    """A study whose judge-assisted estimates use a stored clinician sample releases the
+    sample; --labelled with that file on the re-imported study gives the same estimates."""
+    from analysis.release import SAMPLE
+    from annotation.services.sampling import clinician_sample_draw
+
+    study = generated.study
+    sample = clinician_sample_draw(study=study, size=4, seed=21)
+    out = tmp_path / "release"
+    _run("release_study", "--study", study.name, "--out", str(out))
+    assert checksums_verify(out) == []
+    listed = (out / SAMPLE).read_text(encoding="utf-8").split()
+    assert sorted(listed) == sorted(sample.conversations.values_list("external_id", flat=True))
+    sheet = (out / DATASHEET).read_text(encoding="utf-8")
+    assert "4 of 10 conversations, uniform random conversations, seed 21" in sheet
+    judges = ("--judge", "judge-x", "--judge", "judge-y")
+    before = _run("judge_assisted", "--study", study.name, *judges, "--format", "csv")
+    _reimport(out, "Small study, sampled", {"judge-x": "m1"})
+    after = _run(
+        "judge_assisted", "--study", "Small study, sampled", *judges, "--format", "csv",
+        "--labelled", str(out / SAMPLE),
+    )  # fmt: skip
+    assert after == before
+    without = _run("judge_assisted", "--study", "Small study, sampled", *judges, "--format", "csv")
+    assert without != before  # the design matters: every rated conversation is another one
