@@ -6,6 +6,7 @@ from collections import Counter
 import pytest
 from django.urls import reverse
 
+from analysis.retest_selectors import study_calibration
 from annotation.calibration import calibration_after_submit
 from annotation.models import (
     Assignment,
@@ -250,6 +251,9 @@ def test_repeats_are_topped_up_like_their_originals(retest_study, clinician, rep
         _submit(following, clinician.user)
     repeats = Rating.objects.filter(rater=clinician, repeat=1, status="complete")
     assert set(repeats.values_list("response_id", flat=True)) == original
+    # A top-up part of a repeat is no second repeat in the calibration report.
+    (row,) = study_calibration(study=retest_study, block=4)
+    assert (row.repeats_assigned, row.repeats_done) == (1, 1)
 
 
 def test_a_repeat_scheduled_after_a_top_up_shows_every_response_of_its_original(

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.models import Rating
+from annotation.models import LabelAnnotation, Rating
+from judging import services
 from judging.models import Run, RunItem
 from scoring.parsing import parse_judge_output
 
 from .test_batch import batch_endpoint, launch, poll_until_settled
+from .test_labelling_runs import distortion_study, script
 from .test_services import ATTRIBUTES, judge, marker, study_with_texts
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -117,3 +119,23 @@ def test_a_batch_result_cut_by_the_token_limit_is_invalid_and_re_asked(
     assert cut.last_error.count("cut off by the token limit") == 2
     assert not Rating.objects.filter(run=run, response_id=ids["cut"], status="complete").exists()
     assert items[ids["ok"]].status == RunItem.Status.DONE
+
+
+def test_a_label_answer_cut_by_the_token_limit_is_invalid_though_its_part_parses(
+    endpoint_factory, fake_llm
+):
+    # Two tokens are eight characters to the fake: "Labeling, Mind Reading" arrives as
+    # "Labeling", one valid label on its own, with finish_reason "length".
+    study = distortion_study([f"I am useless. {script('Labeling, Mind Reading')}"])
+    run = services.labelling_run_create(
+        study_id=study.id,
+        endpoint=endpoint_factory(),
+        repeats=1,
+        max_tokens=2,
+        max_output_attempts=1,
+    )
+    services.run_work(run_id=run.id)
+    (annotation,) = LabelAnnotation.objects.filter(run=run)
+    assert annotation.raw_output == "Labeling"
+    assert annotation.status == LabelAnnotation.Status.INVALID and annotation.labels == []
+    assert "cut off by the token limit (2 tokens, finish reason length)" in annotation.error
