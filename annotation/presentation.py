@@ -16,10 +16,18 @@ def presentation_order(response_ids: list[int], seed: int) -> list[int]:
     return ordered
 
 
-def presentation_items(assignment: Assignment, response_ids: list[int]) -> list[AssignmentItem]:
-    """Unsaved items for `assignment` in the order its seed gives."""
+def presentation_items(
+    assignment: Assignment, response_ids: list[int], *, earlier: frozenset[int] = frozenset()
+) -> list[AssignmentItem]:
+    """Unsaved items for `assignment` in the order its seed gives; the responses in `earlier`
+    (rated in an earlier part of the conversation) are marked read-only."""
     return [
-        AssignmentItem(assignment=assignment, response_id=response_id, position=position)
+        AssignmentItem(
+            assignment=assignment,
+            response_id=response_id,
+            position=position,
+            earlier=response_id in earlier,
+        )
         for position, response_id in enumerate(presentation_order(response_ids, assignment.seed))
     ]
 

@@ -35,7 +35,7 @@ from .models import (
     Response,
     Study,
 )
-from .presentation import presentation_order, queue_place_at_random
+from .presentation import presentation_items, queue_place_at_random
 
 # Practice conversations train against fixed references and never change.
 TOPPED_UP_KINDS = (Assignment.Kind.RATING, Assignment.Kind.RETEST)
@@ -97,18 +97,6 @@ def _summary(missing: dict[Group, tuple[list[Assignment], list[int]]]) -> TopUpS
     )
 
 
-def _items(assignment: Assignment, response_ids: list[int], earlier: set[int]):
-    return [
-        AssignmentItem(
-            assignment=assignment,
-            response_id=response_id,
-            position=position,
-            earlier=response_id in earlier,
-        )
-        for position, response_id in enumerate(presentation_order(response_ids, assignment.seed))
-    ]
-
-
 @transaction.atomic
 def topup_assign(
     *, study: Study, user: User | None, rng: random.Random | None = None
@@ -139,10 +127,10 @@ def topup_assign(
             before = len(items)
             target.items.all().delete()
             AssignmentItem.objects.bulk_create(
-                _items(
+                presentation_items(
                     target,
                     [i.response_id for i in items] + new,
-                    {i.response_id for i in items if i.earlier},
+                    earlier=frozenset(i.response_id for i in items if i.earlier),
                 )
             )
             AssignmentChange.objects.create(
@@ -168,7 +156,9 @@ def topup_assign(
             part=last.part + 1,
             seed=rng.getrandbits(63),
         )
-        AssignmentItem.objects.bulk_create(_items(part, given + new, set(given)))
+        AssignmentItem.objects.bulk_create(
+            presentation_items(part, given + new, earlier=frozenset(given))
+        )
         queue_place_at_random(part, rng=rng)
         AssignmentChange.objects.create(
             assignment=part,
