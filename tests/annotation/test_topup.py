@@ -127,6 +127,10 @@ def test_submitted_work_stays_submitted_and_the_added_response_is_its_own_task(
     new_rating = Rating.objects.get(rater=clinician, assignment=following)
     assert new_rating.status == "complete" and new_rating.response_id in {r.pk for r in added}
     assert progress_for_user(user=clinician.user).done == 4
+    # The admin's list names the part and offers no move for it.
+    listing = client.get(reverse("annotation:manage") + f"?study={study.pk}").content.decode()
+    assert listing.count("added responses (part 1)") == 3  # the other clinician had not started
+    assert listing.count("Reassign</button>") == 3  # the other clinician's work, not the parts
     changes = AssignmentChange.objects.filter(assignment__in=parts)
     assert changes.count() == 3 and {c.changed_by for c in changes} == {admin_member}
     # Idempotent.
