@@ -149,6 +149,7 @@ class AssignmentAdmin(ViewOnlyAdmin):
         "rater",
         "conversation",
         "kind",
+        "part",
         "status",
         "active_seconds",
         "last_activity_at",

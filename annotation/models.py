@@ -280,6 +280,9 @@ class Assignment(models.Model):
     # The permutation is drawn once from this recorded seed and stored in AssignmentItem.position.
     seed = models.BigIntegerField(default=new_seed)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # 0: the conversation as first assigned. Responses added after the clinician started it come
+    # as a task of their own, part 1, 2, …, so that submitted work stays submitted (top-up).
+    part = models.PositiveSmallIntegerField(default=0)
     flag_reason = models.TextField(blank=True)
     active_seconds = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -294,8 +297,8 @@ class Assignment(models.Model):
         ordering = ["rater", "id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["rater", "conversation", "kind"],
-                name="assignment_unique_rater_conversation_kind",
+                fields=["rater", "conversation", "kind", "part"],
+                name="assignment_unique_rater_conversation_kind_part",
             )
         ]
         indexes = [models.Index(fields=["rater", "status"])]
@@ -331,6 +334,9 @@ class AssignmentItem(models.Model):
     response = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="+")
     position = models.PositiveSmallIntegerField()
     token = models.CharField(max_length=32, unique=True, default=new_token)
+    # A response the clinician rated in an earlier part of the same conversation: shown among the
+    # new ones with its scores, read-only, so the new ones sit at random places among all.
+    earlier = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["assignment", "position"]

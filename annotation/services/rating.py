@@ -202,6 +202,9 @@ def _check_movable(assignment: Assignment) -> None:
     # themselves: given to anyone else, neither would mean anything.
     if assignment.kind != Assignment.Kind.RATING:
         raise ValueError("practice and repeat conversations stay with their clinician")
+    if assignment.part:
+        # It shows the clinician's own earlier scores beside the added responses.
+        raise ValueError("added responses stay with the clinician who rated the conversation")
 
 
 def assignment_is_stale(assignment: Assignment, *, now=None) -> bool:
@@ -318,14 +321,19 @@ def rating_save(
     now = timezone.now()
     clock = _clock(edited_ms, now)
     assignment = _locked_open(assignment)
-    response_id = (
+    item = (
         AssignmentItem.objects.filter(assignment=assignment, token=item_token)
         .order_by()  # the model's default ordering would join the assignment table
-        .values_list("response_id", flat=True)
+        .values_list("response_id", "earlier")
         .first()
     )
-    if response_id is None:
+    if item is None:
         raise ValueError("unknown response")
+    response_id, earlier = item
+    if earlier:
+        raise AssignmentLocked(
+            "this response was rated and submitted before; it is shown read-only"
+        )
     rating = _form_row(Rating, assignment=assignment, response_id=response_id)
     _touch(assignment, now)
     if attribute_id is not None:
@@ -397,7 +405,8 @@ def assignment_submit(*, assignment: Assignment, user: User) -> Assignment:
     attributes = list(
         Attribute.objects.filter(rubric__studies__conversations=assignment.conversation_id)
     )
-    items = list(assignment.items.order_by("position"))
+    # Responses rated in an earlier part are shown for comparison; their ratings stay as they were.
+    items = list(assignment.items.filter(earlier=False).order_by("position"))
     ratings = {
         r.response_id: r
         for r in Rating.objects.filter(

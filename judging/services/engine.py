@@ -21,7 +21,7 @@ from django.db import connection
 
 from annotation.selectors import study_distortion_labels, study_rubric
 from scoring.label_parsing import Scheme, parse_label_output
-from scoring.parsing import parse_judge_output, strip_think
+from scoring.parsing import CUT_OFF, parse_judge_output, strip_think
 
 from .. import prompts, providers, structured
 from ..models import ModelEndpoint, Run, RunItem
@@ -56,6 +56,9 @@ UNLIMITED_RATE = 100_000.0  # requests/s when the run sets no rate limit
 # 401/403/404 mean the endpoint itself is wrong (key, model name): stop the run, fail nothing.
 ENDPOINT_BROKEN_STATUSES = frozenset({401, 403, 404})
 JUDGE_MAX_TOKENS = 1024
+# A re-ask after an answer the token limit cut off doubles the limit, up to this many times the
+# run's own: the same limit would most likely cut the next answer at the same place.
+CUT_OFF_MAX_TOKENS_FACTOR = 4
 
 
 # ------------------------------------------------------------------------------ the work loop
@@ -373,6 +376,7 @@ async def _judge(
     """Ask, parse; re-ask an unusable output up to max_output_attempts times. Never guesses."""
     names = [attribute["name"] for attribute in plan.rubric]
     problems = outcome.problems
+    limit = plan.max_tokens or JUDGE_MAX_TOKENS
     for ask in range(1, plan.max_output_attempts + 1):
         if stop.is_set():
             outcome.release = True  # cancelled: the item goes back to pending, unasked
@@ -384,22 +388,46 @@ async def _judge(
             client,
             limiter,
             temperature=plan.temperature,
-            max_tokens=plan.max_tokens or JUDGE_MAX_TOKENS,
+            max_tokens=limit,
             json_mode=plan.json_mode,
             schema=plan.output_schema,
         )
         outcome.add(completion)
         outcome.raw_output = completion.text
         parse = parse_judge_output(completion.text, names, plan.scale)
-        if parse.ok:
+        reason = cut_off_reason(completion, limit, parse.error) or parse.error
+        if reason is None:
             outcome.parse, outcome.error = parse, ""
             return
-        reason = parse.error or "unusable output"
-        if completion.truncated:
-            reason = f"cut off by the token limit: {reason}"
         problems.append(f"attempt {ask}: {reason}")
+        limit = reask_limit(completion, limit, base=plan.max_tokens or JUDGE_MAX_TOKENS)
     outcome.error = "no valid judge output; " + "; ".join(problems)
     problems.clear()  # the error says it all
+
+
+def cut_off_reason(
+    completion: providers.Completion, limit: int | None, detail: str | None = None
+) -> str | None:
+    """Why an answer the provider stopped at the token limit is no answer (None otherwise),
+    with what the parser said of it where it said something (`detail`).
+
+    Whatever a parser could read from the part that came (every score may be there, the
+    explanation cut), the judge did not finish: taking it would be a guess at what it meant.
+    """
+    if not completion.truncated:
+        return None
+    at = f"{limit} tokens, " if limit else ""
+    reason = f"{CUT_OFF} ({at}finish reason {completion.raw_finish_reason})"
+    detail = (detail or "").removeprefix(CUT_OFF).lstrip(": ")
+    return f"{reason}: {detail}" if detail else reason
+
+
+def reask_limit(completion: providers.Completion, limit: int, *, base: int) -> int:
+    """The token limit for the re-ask: doubled after a cut-off answer, up to
+    CUT_OFF_MAX_TOKENS_FACTOR × the run's own limit; unchanged after any other problem."""
+    if not completion.truncated:
+        return limit
+    return min(limit * 2, base * CUT_OFF_MAX_TOKENS_FACTOR)
 
 
 async def _label(
@@ -414,6 +442,7 @@ async def _label(
     """Ask for labels; re-ask an unparseable answer up to max_output_attempts times. Labels
     outside the list are kept (as "Others", verbatim in `others`); nothing is guessed."""
     problems = outcome.problems
+    limit = plan.max_tokens or LABELLING_MAX_TOKENS
     for ask in range(1, plan.max_output_attempts + 1):
         if stop.is_set():
             outcome.release = True
@@ -425,20 +454,19 @@ async def _label(
             client,
             limiter,
             temperature=plan.temperature,
-            max_tokens=plan.max_tokens or LABELLING_MAX_TOKENS,
+            max_tokens=limit,
             json_mode=False,  # Appendix D asks for a plain comma-separated list
             schema=plan.output_schema,  # sent only when the endpoint turned it on
         )
         outcome.add(completion)
         outcome.raw_output = completion.text
         parse = parse_label_output(completion.text, plan.labels, scheme=plan.scheme)
-        if parse.ok:
+        reason = cut_off_reason(completion, limit, parse.error) or parse.error
+        if reason is None:
             outcome.label_parse, outcome.error = parse, ""
             return
-        reason = parse.error or "unusable output"
-        if completion.truncated:
-            reason = f"cut off by the token limit: {reason}"
         problems.append(f"attempt {ask}: {reason}")
+        limit = reask_limit(completion, limit, base=plan.max_tokens or LABELLING_MAX_TOKENS)
     outcome.error = "no valid label output; " + "; ".join(problems)
     problems.clear()
 

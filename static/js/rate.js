@@ -184,7 +184,8 @@
       rubric[sec.dataset.attribute] = { name: sec.dataset.name, anchors: anchors, section: sec };
     });
   }
-  const fields = Array.prototype.slice.call(root.querySelectorAll("fieldset.attribute"));
+  // Responses rated in an earlier part are read-only: keys and "next unrated" skip them.
+  const fields = Array.prototype.slice.call(root.querySelectorAll(".response:not(.earlier) fieldset.attribute"));
   function anchorOf(fieldset, value) {
     const entry = rubric[fieldset.dataset.attribute];
     return entry && value ? entry.anchors[value] || "" : "";
@@ -219,7 +220,7 @@
     root.querySelectorAll(".response").forEach(function (card) {
       const done = card.querySelectorAll("fieldset.attribute input:checked").length;
       const mark = card.querySelector(".done-mark");
-      total += done;
+      if (!card.classList.contains("earlier")) total += done;
       if (mark) {
         mark.textContent = done + "/" + mark.dataset.total;
         card.classList.toggle("done", String(done) === mark.dataset.total);

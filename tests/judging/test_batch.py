@@ -250,7 +250,8 @@ def test_a_batch_that_fails_every_time_fails_its_items_with_the_reason(
     run = poll_until_settled(
         launch(study, batch_endpoint(endpoint_factory, "openai"), max_output_attempts=2)
     )
-    assert run.status == Run.Status.DONE
+    # Not one item succeeded: the run failed, and says so.
+    assert run.status == Run.Status.FAILED and run.error.startswith("every item failed (6 of 6)")
     assert set(RunItem.objects.filter(run=run).values_list("status", flat=True)) == {"failed"}
     assert "failed validation" in RunItem.objects.filter(run=run).first().last_error
     assert not Rating.objects.filter(run=run).exists()
