@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0007_study_rationale_rule"),
+        ("annotation", "0008_assignment_parts_for_added_responses"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
