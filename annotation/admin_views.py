@@ -26,6 +26,7 @@ from .services import (
     clinician_create,
     user_password_token_issue,
 )
+from .tokens import password_token_generator
 from .topup import topup_summary
 
 ASSIGNMENTS_SHOWN = 500
@@ -235,6 +236,8 @@ def audit(request: HttpRequest) -> HttpResponse:
 class PasswordSetView(auth_views.PasswordResetConfirmView):
     template_name = "registration/password_set.html"
     success_url = reverse_lazy("annotation:password_set_done")
+    # Voided by any change of the account's rights, not only by a new password.
+    token_generator = password_token_generator
 
 
 def password_set_done(request: HttpRequest) -> HttpResponse:

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from django.contrib.auth.tokens import default_token_generator
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
+
+from annotation.tokens import password_token_generator
 
 ROLES = ("anonymous", "clinician", "other", "researcher", "admin", "staff", "superuser")
 LOGIN = "login"  # 302 to the sign-in page
@@ -494,7 +495,7 @@ def world(db, django_user_model) -> dict:
         "superuser_id": users["superuser"].pk,
         # For an account nobody signs in to here (signing in would void the link).
         "uidb64": urlsafe_base64_encode(force_bytes(invitee.pk)),
-        "reset_token": default_token_generator.make_token(invitee),
+        "reset_token": password_token_generator.make_token(invitee),
         "run_id": run.pk,
         "endpoint_id": endpoint.pk,
         "token_digest": token.digest,

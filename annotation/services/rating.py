@@ -10,7 +10,6 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.contrib.auth.tokens import default_token_generator
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
@@ -32,6 +31,7 @@ from ..models import (
     Study,
 )
 from ..roles import CLINICIAN, role_add, user_can_manage
+from ..tokens import password_token_generator
 from .importing import BATCH
 
 # A heartbeat adds at most this many seconds: the page sends one every 15 s while it is visible
@@ -485,11 +485,13 @@ def user_password_token_issue(*, actor: User, user: User) -> tuple[str, str]:
     Whoever holds the link can take the account over, so it is issued only for accounts the
     actor may manage (`roles.manageable_users`): an admin-group member never gets one for staff,
     a superuser or another admin. Issuing changes nothing yet; the token stops working once the
-    password is set (Django's password-reset token generator).
+    password is set, after PASSWORD_RESET_TIMEOUT, and as soon as the account's rights change
+    (`annotation.tokens`), so a link issued for a researcher cannot take over the account once it
+    has been promoted.
     """
     if not user_can_manage(actor=actor, target=user):
         raise PermissionDenied(
             f"you may not issue a password link for {user.get_username()!r}: admin pages act only "
             "on accounts with fewer rights than your own"
         )
-    return urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)
+    return urlsafe_base64_encode(force_bytes(user.pk)), password_token_generator.make_token(user)

@@ -4,7 +4,6 @@ annotation.roles.manageable_users): an admin-group member never takes over staff
 import re
 
 import pytest
-from django.contrib.auth.tokens import default_token_generator
 from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from django.utils.encoding import force_str
@@ -12,6 +11,7 @@ from django.utils.http import urlsafe_base64_decode
 
 from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add, user_can_manage
 from annotation.services import user_password_token_issue
+from annotation.tokens import password_token_generator
 
 from .conftest import make_clinician
 
@@ -68,7 +68,7 @@ def test_admin_group_member_gets_reset_links_for_clinicians_and_researchers(clie
         page = client.post(url).content.decode()
         uid, token = re.search(r"/accounts/set-password/([^/]+)/([^/]+)/", page).groups()
         assert force_str(urlsafe_base64_decode(uid)) == str(accounts[target].pk)
-        assert default_token_generator.check_token(accounts[target], token)
+        assert password_token_generator.check_token(accounts[target], token)
 
 
 def test_staff_gets_no_reset_link_for_a_superuser_but_a_superuser_does_for_staff(client, accounts):
@@ -101,3 +101,52 @@ def test_overview_offers_reset_links_only_for_manageable_clinicians(
     page = client.get(reverse("annotation:manage")).content.decode()
     assert reverse("annotation:manage_reset_link", args=[ordinary.user_id]) in page
     assert reverse("annotation:manage_reset_link", args=[boss.user_id]) not in page
+
+
+def _link_for(client, actor, target) -> str:
+    client.force_login(actor)
+    page = client.post(reverse("annotation:manage_reset_link", args=[target.pk])).content.decode()
+    client.logout()
+    return re.search(r"(/accounts/set-password/[^/]+/[^/]+/)", page).group(1)
+
+
+def _set_password_with(client, link: str, password: str) -> None:
+    form = client.get(link, follow=True)
+    client.post(form.redirect_chain[-1][0] if form.redirect_chain else link,
+                {"new_password1": password, "new_password2": password})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "promotion",
+    [
+        pytest.param({"is_staff": True, "is_superuser": True}, id="staff-and-superuser"),
+        pytest.param({"is_staff": True}, id="staff"),
+        pytest.param({"group": ADMIN}, id="admin-group"),
+    ],
+)
+def test_a_set_password_link_dies_when_the_account_is_promoted(client, accounts, promotion):
+    promo = accounts["researcher"]
+    link = _link_for(client, accounts["admin"], promo)
+    # A superuser promotes the account after the link was handed out.
+    if "group" in promotion:
+        role_add(user=promo, role=promotion["group"])
+    else:
+        for flag, value in promotion.items():
+            setattr(promo, flag, value)
+        promo.save()
+    page = client.get(link, follow=True)
+    assert b"new_password1" not in page.content  # the page says the link is invalid
+    _set_password_with(client, link, "a-takeover-passphrase-91")
+    promo.refresh_from_db()
+    assert not promo.check_password("a-takeover-passphrase-91")
+    assert promo.check_password("pw-res")
+
+
+def test_a_set_password_link_still_works_while_the_rights_stay_the_same(client, accounts):
+    promo = accounts["researcher"]
+    link = _link_for(client, accounts["admin"], promo)
+    promo.first_name = "Renamed"  # not a change of rights
+    promo.save()
+    _set_password_with(client, link, "a-fresh-passphrase-1234")
+    promo.refresh_from_db()
+    assert promo.check_password("a-fresh-passphrase-1234")
