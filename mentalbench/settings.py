@@ -226,7 +226,12 @@ IMPORT_MAX_COLUMNS = envint("IMPORT_MAX_COLUMNS", 200)
 IMPORT_MAX_RESPONDERS_PER_STUDY = envint("IMPORT_MAX_RESPONDERS_PER_STUDY", 100)
 IMPORT_MAX_CELL_CHARS = envint("IMPORT_MAX_CELL_CHARS", 100_000)
 IMPORT_MAX_JSON_DEPTH = envint("IMPORT_MAX_JSON_DEPTH", 20)
-for _name in [n for n in dir() if n.startswith("IMPORT_MAX_")]:
+# The κ_F1 page's predictions CSV (docs/distortions.md): its size is checked before parsing, rows
+# and distinct labels while reading; memory then grows linearly with the rows.
+KAPPA_F1_MAX_FILE_BYTES = envint("KAPPA_F1_MAX_FILE_BYTES", 5 * 1024 * 1024)
+KAPPA_F1_MAX_ROWS = envint("KAPPA_F1_MAX_ROWS", 50_000)
+KAPPA_F1_MAX_LABELS = envint("KAPPA_F1_MAX_LABELS", 50)
+for _name in [n for n in dir() if n.startswith(("IMPORT_MAX_", "KAPPA_F1_MAX_"))]:
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be a positive integer")
 del _name
