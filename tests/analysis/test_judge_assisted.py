@@ -14,7 +14,7 @@ from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 from analysis import judge_assisted
 from analysis.judge_assisted_selectors import judge_assisted_arrays
 from analysis.selectors import attribute_names
-from annotation.models import Rating, Score
+from annotation.models import Rating, Responder, Score
 
 HEADER = (
     "responder,attribute,n_labelled,n_unlabelled,estimate,ci_low,ci_high,lambda,"
@@ -290,3 +290,23 @@ def test_adjacent_separations_follow_the_difference_intervals_and_plan(small_stu
         if np.isfinite(row.more_judge_assisted):  # NaN: a difference of exactly 0
             assert (row.more_judge_assisted == 0) == row.separated
     assert adjacent["separated"].any() and not adjacent["separated"].all()
+
+
+def test_judge_assisted_csv_neutralises_formula_cells(small_study):
+    Responder.objects.filter(key="m1").update(key="@SUM(1) judge")
+    out = io.StringIO()
+    call_command(
+        "judge_assisted",
+        "--study",
+        small_study.study.name,
+        "--judge",
+        "judge-y",
+        "--format",
+        "csv",
+        stdout=out,
+    )
+    table = pd.read_csv(io.StringIO(out.getvalue()))
+    assert "'@SUM(1) judge" in set(table["responder"])
+    assert "@SUM(1) judge" not in set(table["responder"])
+    # Numbers stay numbers (a negative estimate is not a formula).
+    assert pd.api.types.is_float_dtype(table["estimate"])
