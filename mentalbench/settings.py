@@ -58,20 +58,39 @@ DEV_SECRET_KEY = "insecure-dev-key-set-SECRET_KEY-in-production"  # noqa: S105
 SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE") or BASE_DIR / ".secret_key")
 
 
+# Django's own deployment check asks for 50 characters and 5 distinct ones.
+SECRET_KEY_MIN_LENGTH = 50
+
+
+def _secret_key_problem(key: str) -> str:
+    """Why `key` (already stripped) cannot sign sessions and links; "" when it can."""
+    if not key:
+        return "not set"
+    if key == DEV_SECRET_KEY:
+        return "the public development key"
+    if len(key) < SECRET_KEY_MIN_LENGTH:
+        return f"{len(key)} characters long, fewer than {SECRET_KEY_MIN_LENGTH}"
+    if len(set(key)) < 5:
+        return f"made of {len(set(key))} distinct characters, fewer than 5"
+    return ""
+
+
 def _read_secret_key() -> str:
-    key = os.environ.get("SECRET_KEY", "")
+    # Stripped: a stray space or newline must not turn the development key into "another" key.
+    key = os.environ.get("SECRET_KEY", "").strip()
     if not key and SECRET_KEY_FILE.is_file():
         key = SECRET_KEY_FILE.read_text().strip()
-    if key and key != DEV_SECRET_KEY:
+    problem = _secret_key_problem(key)
+    if not problem:
         return key
     if DEBUG:
-        return DEV_SECRET_KEY
-    # SystemExit, not an exception: the operator reads one line, not a traceback.
+        return key or DEV_SECRET_KEY
+    # SystemExit, not an exception: the operator reads one line, not a traceback (the key itself
+    # is never printed).
     raise SystemExit(
-        "MentalBench will not start: SECRET_KEY is "
-        + ("the public development key" if key else "not set")
-        + " (set SECRET_KEY or SECRET_KEY_FILE to a long random value;"
-        + " DEBUG=1 only for development)"
+        f"MentalBench will not start: SECRET_KEY is {problem} (set SECRET_KEY or SECRET_KEY_FILE"
+        f" to a random value of at least {SECRET_KEY_MIN_LENGTH} characters, e.g. python -c "
+        "'import secrets; print(secrets.token_urlsafe(50))'; DEBUG=1 only for development)"
     )
 
 

@@ -41,8 +41,24 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     [
         ({"DEBUG": "0"}, "SECRET_KEY is not set"),
         ({"DEBUG": "0", "SECRET_KEY": settings.DEV_SECRET_KEY}, "the public development key"),
+        (
+            {"DEBUG": "0", "SECRET_KEY": " " + settings.DEV_SECRET_KEY + "\n"},
+            "the public development key",
+        ),
+        ({"DEBUG": "0", "SECRET_KEY": "x"}, "1 characters long, fewer than 50"),
+        ({"DEBUG": "0", "SECRET_KEY": "   "}, "SECRET_KEY is not set"),
+        ({"DEBUG": "0", "SECRET_KEY": "ab" * 30}, "made of 2 distinct characters"),
+        ({"DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(60)[:49]}, "49 characters long"),
     ],
-    ids=["missing", "development key"],
+    ids=[
+        "missing",
+        "development key",
+        "padded development key",
+        "x",
+        "blank",
+        "repetitive",
+        "49 characters",
+    ],  # fmt: skip
 )
 def test_start_up_refuses_a_missing_or_public_secret_key(env, said):
     result = manage("check", env=env)
@@ -51,6 +67,18 @@ def test_start_up_refuses_a_missing_or_public_secret_key(env, said):
     assert result.stderr.strip().count("\n") == 0, result.stderr
     assert said in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_secret_key_is_never_printed():
+    result = manage("check", env={"DEBUG": "0", "SECRET_KEY": "short-but-secret-value"})
+    assert result.returncode == 1 and "short-but-secret-value" not in result.stderr
+
+
+def test_the_development_key_is_refused_from_a_file_too(tmp_path):
+    key_file = tmp_path / "secret"
+    key_file.write_text("  " + settings.DEV_SECRET_KEY + "\n")
+    result = manage("check", env={"DEBUG": "0", "SECRET_KEY_FILE": str(key_file)})
+    assert result.returncode == 1 and "the public development key" in result.stderr
 
 
 def test_secret_key_from_a_file(tmp_path):
