@@ -472,7 +472,7 @@ def username_clean(username: str) -> str:
     if not username:
         raise ValueError("a username is needed")
     User = get_user_model()
-    max_length = User._meta.get_field(User.USERNAME_FIELD).max_length or 150
+    max_length = 150  # auth.User.username
     if len(username) > max_length:
         raise ValueError(f"a username has at most {max_length} characters")
     try:
