@@ -216,9 +216,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-LOGIN_URL = "login"
+LOGIN_URL = "account_login"
 LOGIN_REDIRECT_URL = "home"
-LOGOUT_REDIRECT_URL = "login"
+LOGOUT_REDIRECT_URL = "account_login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -431,3 +431,115 @@ REST_FRAMEWORK = {
         "api_token_failures": os.environ.get("API_TOKEN_FAILURE_RATE", "10/min"),
     },
 }
+
+
+# --- Accounts: sign-in, forgot password, two-factor, single sign-on (docs/security.md) ----------
+# django-allauth runs the sign-in pages. Accounts are made by admins (invites) or, when single
+# sign-on is configured, on the first SSO sign-in — never by self sign-up — and roles stay Django
+# groups granted by an admin. django-axes still counts failed passwords (allauth's own
+# failed-login limit is off so that one rule, LOGIN_FAILURE_LIMIT, decides).
+INSTALLED_APPS += [
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+]
+_auth = MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware")
+MIDDLEWARE[_auth + 1 : _auth + 1] = [
+    "allauth.account.middleware.AccountMiddleware",
+    # A session idle for SESSION_IDLE_HOURS is signed out before anything else reads it.
+    "accounts.middleware.IdleTimeoutMiddleware",
+    # Staff and the admin group use the platform only after a second factor (TOTP).
+    "accounts.middleware.TwoFactorRequiredMiddleware",
+]
+del _auth
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+ACCOUNT_ADAPTER = "accounts.adapters.AccountAdapter"
+SOCIALACCOUNT_ADAPTER = "accounts.adapters.SsoAdapter"
+ACCOUNT_LOGIN_METHODS = {"username"}
+ACCOUNT_SIGNUP_FIELDS = ["username*", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_SESSION_REMEMBER = False  # no "remember me" on shared ward computers
+ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = True
+ACCOUNT_PRESERVE_USERNAME_CASING = True
+# django-axes alone limits sign-ins (LOGIN_FAILURE_LIMIT): allauth's per-address sign-in limits
+# would also stop a ward of clinicians behind one hospital address. Its other limits (forgot
+# password: 20 a minute per address, 5 per account) stay.
+ACCOUNT_RATE_LIMITS = {"login_failed": None, "login": None}
+# "Forgot password" and the admins' set-password links share one token: single-use (a new
+# password or a sign-in voids it), void once the account's rights change, and expiring.
+ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "annotation.tokens.PrivilegeBoundTokenGenerator"
+PASSWORD_RESET_TIMEOUT = envint("PASSWORD_LINK_HOURS", 72) * 3600
+if PASSWORD_RESET_TIMEOUT < 3600:
+    raise ImproperlyConfigured("PASSWORD_LINK_HOURS must be at least 1")
+
+# E-mail (forgot-password links). Without EMAIL_HOST the message is printed in the web process's
+# log (bin/up); with it, sent through that SMTP server.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_PORT = envint("EMAIL_PORT", 587)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 20)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "mentalbench@localhost")
+
+# Two-factor: TOTP apps with one-time recovery codes.
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = os.environ.get("MFA_TOTP_ISSUER", "MentalBench")
+# A code from the 30-second period before or after the server's also counts (phones' clocks
+# drift); each code still works once only.
+MFA_TOTP_TOLERANCE = 1
+
+# Idle sessions end after SESSION_IDLE_HOURS without a request (shared ward computers); work
+# saved by autosave stays saved, and unsent edits wait in the browser until the next sign-in.
+SESSION_IDLE_HOURS = envint("SESSION_IDLE_HOURS", 8)
+if SESSION_IDLE_HOURS < 1:
+    raise ImproperlyConfigured("SESSION_IDLE_HOURS must be at least 1")
+SESSION_COOKIE_AGE = SESSION_IDLE_HOURS * 3600
+
+# The sign-in log (who, when, from where, succeeded or not, second factor used), kept this many
+# days; older rows are deleted as new ones are written.
+SIGNIN_LOG_DAYS = envint("SIGNIN_LOG_DAYS", 365)
+
+# Single sign-on with the hospital's OpenID Connect provider: off unless SSO_OIDC_SERVER_URL is
+# set. The provider is found by discovery (<server>/.well-known/openid-configuration); the
+# authorization code flow uses PKCE, and the ID token's signature is checked against the
+# provider's published keys. A first SSO sign-in creates an account with no role.
+SSO_OIDC_SERVER_URL = os.environ.get("SSO_OIDC_SERVER_URL", "")
+SOCIALACCOUNT_PROVIDERS: dict[str, Any] = {}
+if SSO_OIDC_SERVER_URL:
+    _client_secret = os.environ.get("SSO_OIDC_CLIENT_SECRET", "")
+    if not os.environ.get("SSO_OIDC_CLIENT_ID"):
+        raise ImproperlyConfigured("SSO_OIDC_SERVER_URL is set but SSO_OIDC_CLIENT_ID is not")
+    SOCIALACCOUNT_PROVIDERS["openid_connect"] = {
+        "OAUTH_PKCE_ENABLED": True,
+        "APPS": [
+            {
+                "provider_id": "hospital",
+                "name": os.environ.get("SSO_OIDC_NAME", "the hospital's sign-in"),
+                "client_id": os.environ["SSO_OIDC_CLIENT_ID"],
+                "secret": _client_secret,
+                "settings": {
+                    "server_url": SSO_OIDC_SERVER_URL,
+                    "token_auth_method": "client_secret_post",
+                },
+            }
+        ],
+    }
+SOCIALACCOUNT_AUTO_SIGNUP = True
+# Never join an SSO identity to an existing account by its e-mail address: whoever controls an
+# address at the identity provider would sign in as the local account that shares it.
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = False
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_LOGIN_ON_GET = False

@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import views
@@ -9,9 +8,9 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     # Browsers ask for /favicon.ico on every page whatever the <link> says: send them to the file.
     path("favicon.ico", views.favicon, name="favicon"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/", include("accounts.urls")),
+    # Sign-in, sign-out, forgot password, two-factor and single sign-on (django-allauth).
+    path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),
     path("", include("annotation.urls")),
     path("analysis/", include("analysis.urls")),

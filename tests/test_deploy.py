@@ -99,6 +99,31 @@ def test_check_deploy_is_clean_with_the_documented_production_environment():
     assert "no issues" in result.stdout
 
 
+def test_check_deploy_is_clean_with_e_mail_and_single_sign_on_configured():
+    env = {
+        **PRODUCTION_ENV,
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "EMAIL_HOST": "smtp.hospital.example",
+        "EMAIL_HOST_USER": "mentalbench",
+        "EMAIL_HOST_PASSWORD": "smtp-password",
+        "DEFAULT_FROM_EMAIL": "mentalbench@hospital.example",
+        "SSO_OIDC_SERVER_URL": "https://login.hospital.example/realms/staff",
+        "SSO_OIDC_CLIENT_ID": "mentalbench",
+        "SSO_OIDC_CLIENT_SECRET": "oidc-client-secret",
+        "SESSION_IDLE_HOURS": "4",
+    }
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_single_sign_on_without_a_client_id_stops_start_up():
+    env = {**PRODUCTION_ENV, "SECRET_KEY": secrets.token_urlsafe(50)}
+    env["SSO_OIDC_SERVER_URL"] = "https://login.hospital.example"
+    result = manage("check", env=env)
+    assert result.returncode != 0 and "SSO_OIDC_CLIENT_ID" in result.stderr
+
+
 def test_check_deploy_warns_without_https():
     # The same check is not vacuous: without HTTPS=1 it names what is missing.
     env = {**PRODUCTION_ENV, "HTTPS": "0", "SECRET_KEY": secrets.token_urlsafe(50)}
@@ -120,7 +145,7 @@ def test_pages_carry_a_strict_content_security_policy(client, django_user_model)
 
 @pytest.mark.django_db
 def test_dynamic_responses_are_never_stored(client):
-    for response in (client.get(reverse("login")), client.get(reverse("healthz"))):
+    for response in (client.get(reverse("account_login")), client.get(reverse("healthz"))):
         assert "no-store" in response["Cache-Control"]
 
 

@@ -41,7 +41,7 @@ def _clinician(name: str) -> Rater:
 
 def _login(page, name: str) -> None:
     page.goto("/accounts/login/")
-    page.fill("#id_username", name)
+    page.fill("#id_login", name)
     page.fill("#id_password", f"{name}-password-1")
     with page.expect_navigation():
         page.keyboard.press("Enter")
