@@ -521,6 +521,12 @@ if SSO_OIDC_SERVER_URL:
     _client_secret = os.environ.get("SSO_OIDC_CLIENT_SECRET", "")
     if not os.environ.get("SSO_OIDC_CLIENT_ID"):
         raise ImproperlyConfigured("SSO_OIDC_SERVER_URL is set but SSO_OIDC_CLIENT_ID is not")
+    # The ID token fetched from the token endpoint is trusted on the strength of that
+    # connection's TLS (OpenID Connect Core 3.1.3.7), so plain HTTP is for development only.
+    if not SSO_OIDC_SERVER_URL.startswith("https://") and not DEBUG:
+        raise ImproperlyConfigured(
+            f"SSO_OIDC_SERVER_URL={SSO_OIDC_SERVER_URL!r} must start with https://"
+        )
     SOCIALACCOUNT_PROVIDERS["openid_connect"] = {
         "OAUTH_PKCE_ENABLED": True,
         "APPS": [

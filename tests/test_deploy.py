@@ -124,6 +124,13 @@ def test_single_sign_on_without_a_client_id_stops_start_up():
     assert result.returncode != 0 and "SSO_OIDC_CLIENT_ID" in result.stderr
 
 
+def test_single_sign_on_over_plain_http_stops_start_up():
+    env = {**PRODUCTION_ENV, "SECRET_KEY": secrets.token_urlsafe(50)}
+    env |= {"SSO_OIDC_SERVER_URL": "http://login.hospital.example", "SSO_OIDC_CLIENT_ID": "mb"}
+    result = manage("check", env=env)
+    assert result.returncode != 0 and "must start with https://" in result.stderr
+
+
 def test_check_deploy_warns_without_https():
     # The same check is not vacuous: without HTTPS=1 it names what is missing.
     env = {**PRODUCTION_ENV, "HTTPS": "0", "SECRET_KEY": secrets.token_urlsafe(50)}
