@@ -517,6 +517,20 @@ SIGNIN_LOG_DAYS = envint("SIGNIN_LOG_DAYS", 365)
 # provider's published keys. A first SSO sign-in creates an account with no role.
 SSO_OIDC_SERVER_URL = os.environ.get("SSO_OIDC_SERVER_URL", "")
 SOCIALACCOUNT_PROVIDERS: dict[str, Any] = {}
+
+
+def csp_admitting_sso(policy: dict[str, Any], server_url: str) -> dict[str, Any]:
+    """`policy` whose form-action also admits the identity provider's origin: the SSO button's
+    form is answered with a redirect there, and browsers hold a form's redirects to
+    form-action."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server_url)
+    directives = dict(policy["DIRECTIVES"])
+    directives["form-action"] = [*directives["form-action"], f"{parts.scheme}://{parts.netloc}"]
+    return {**policy, "DIRECTIVES": directives}
+
+
 if SSO_OIDC_SERVER_URL:
     _client_secret = os.environ.get("SSO_OIDC_CLIENT_SECRET", "")
     if not os.environ.get("SSO_OIDC_CLIENT_ID"):
@@ -527,6 +541,7 @@ if SSO_OIDC_SERVER_URL:
         raise ImproperlyConfigured(
             f"SSO_OIDC_SERVER_URL={SSO_OIDC_SERVER_URL!r} must start with https://"
         )
+    CONTENT_SECURITY_POLICY = csp_admitting_sso(CONTENT_SECURITY_POLICY, SSO_OIDC_SERVER_URL)
     SOCIALACCOUNT_PROVIDERS["openid_connect"] = {
         "OAUTH_PKCE_ENABLED": True,
         "APPS": [
