@@ -1,17 +1,20 @@
 """Session rules for shared ward computers and privileged accounts.
 
 IdleTimeoutMiddleware signs out a session that made no request for SESSION_IDLE_HOURS.
+HtmxSignInMiddleware turns "sign in first" into something the rating page can act on.
 TwoFactorRequiredMiddleware lets staff and members of the *admin* group use the platform only in
 a session signed in with a second factor: without an authenticator they are sent to enrol one
 (TOTP, with recovery codes), with one but in a session that never used it they are signed out.
 """
 
 import time
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 from django.contrib.auth import logout
 from django.contrib.auth.views import redirect_to_login
-from django.shortcuts import redirect
+from django.shortcuts import redirect, resolve_url
+from django_htmx.http import HttpResponseClientRedirect
 
 from .selectors import two_factor_required, two_factor_used, user_has_totp
 
@@ -35,6 +38,29 @@ class IdleTimeoutMiddleware:
             if last is None or now - int(last) >= LAST_SEEN_RESOLUTION_S:
                 request.session[LAST_SEEN] = now
         return self.get_response(request)
+
+
+class HtmxSignInMiddleware:
+    """An htmx request (an autosave) that must sign in first gets 401 and HX-Redirect to the
+    sign-in page, with the *page* as `next`, instead of a 302 that the browser would follow to
+    the sign-in form: answered 200, the page would take its edit for saved and drop it. On 401
+    the page keeps the edit in its journal and sends it after the next sign-in."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if request.headers.get("HX-Request") != "true" or response.status_code != 302:
+            return response
+        login = resolve_url(settings.LOGIN_URL)
+        if not response.get("Location", "").startswith(login):
+            return response
+        page = urlsplit(request.headers.get("HX-Current-URL", ""))
+        back = page.path + (f"?{page.query}" if page.query else "") or request.path
+        signed_out = HttpResponseClientRedirect(f"{login}?next={quote(back)}")
+        signed_out.status_code = 401
+        return signed_out
 
 
 # Pages a privileged account without a second factor may still open: enrolment (and what it

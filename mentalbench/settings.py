@@ -448,6 +448,8 @@ INSTALLED_APPS += [
 _auth = MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware")
 MIDDLEWARE[_auth + 1 : _auth + 1] = [
     "allauth.account.middleware.AccountMiddleware",
+    # Wraps what follows: an autosave told to sign in first keeps its edit (see the class).
+    "accounts.middleware.HtmxSignInMiddleware",
     # A session idle for SESSION_IDLE_HOURS is signed out before anything else reads it.
     "accounts.middleware.IdleTimeoutMiddleware",
     # Staff and the admin group use the platform only after a second factor (TOTP).

@@ -88,3 +88,16 @@ def test_a_session_in_use_stays(client, cleo, settings):
     session.save()
     assert client.get("/rate/").status_code == 200
     assert client.session[LAST_SEEN] >= int(time.time()) - 5  # the clock moved on
+
+
+def test_an_autosave_after_sign_out_gets_401_and_the_way_back(client, db):
+    response = client.post(
+        "/rate/some-token/save",
+        {"score": 3},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_CURRENT_URL="http://testserver/rate/some-token/?x=1",
+    )
+    assert response.status_code == 401
+    assert response["HX-Redirect"] == "/accounts/login/?next=/rate/some-token/%3Fx%3D1"
+    # Pages (not htmx) still redirect as before.
+    assert client.get("/rate/").status_code == 302
