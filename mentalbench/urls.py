@@ -1,7 +1,12 @@
+from allauth.account.decorators import secure_admin_login
 from django.contrib import admin
 from django.urls import include, path
 
 from . import views
+
+# Django admin's own sign-in form would sign staff in with a password alone: it sends the signed
+# out to the platform's sign-in (second factor included) and refuses the signed-in non-staff.
+admin.site.login = secure_admin_login(admin.site.login)  # type: ignore[method-assign]
 
 urlpatterns = [
     path("", views.home, name="home"),

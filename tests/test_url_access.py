@@ -432,7 +432,8 @@ DJANGO_ADMIN = (ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN,
 DJANGO_ADMIN_MODEL = (ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 403, 200)
 ADMIN_SAMPLE: dict[str, list[Case]] = {
     "admin/": [C("/admin/", get=DJANGO_ADMIN)],
-    "admin/login/": [C("/admin/login/", get=(200, 200, 200, 200, 200, 302, 302))],
+    # To the platform's sign-in (with its second factor); signed-in non-staff are refused.
+    "admin/login/": [C("/admin/login/", get=(LOGIN, 403, 403, 403, 403, 302, 302))],
     "admin/auth/user/": [C("/admin/auth/user/", get=DJANGO_ADMIN_MODEL)],
     "admin/auth/user/<id>/password/": [
         C("/admin/auth/user/{superuser_id}/password/", get=DJANGO_ADMIN_MODEL)

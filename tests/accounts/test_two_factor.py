@@ -109,3 +109,11 @@ def test_clinicians_may_sign_in_without_it_and_may_enrol(client, django_user_mod
 def test_the_sign_in_page_offers_forgot_password(client, db):
     page = client.get(reverse("account_login")).content.decode()
     assert re.search(r'href="/accounts/password/reset/"[^>]*>Forgot password\?', page)
+
+
+def test_django_admins_own_sign_in_form_is_not_a_way_around_the_code(client, staff):
+    totp_enrol(staff)
+    response = client.post("/admin/login/", {"username": "boss", "password": PASSWORD})
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    assert "_auth_user_id" not in client.session
+    assert client.get("/admin/")["Location"].startswith("/admin/login/")
