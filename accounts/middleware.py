@@ -53,14 +53,18 @@ class HtmxSignInMiddleware:
         response = self.get_response(request)
         if request.headers.get("HX-Request") != "true" or response.status_code != 302:
             return response
+        location = response.get("Location", "")
         login = resolve_url(settings.LOGIN_URL)
-        if not response.get("Location", "").startswith(login):
+        if location.startswith(login):
+            page = urlsplit(request.headers.get("HX-Current-URL", ""))
+            back = page.path + (f"?{page.query}" if page.query else "") or request.path
+            location = f"{login}?next={quote(back)}"
+        elif not location.startswith(resolve_url("mfa_activate_totp")):
             return response
-        page = urlsplit(request.headers.get("HX-Current-URL", ""))
-        back = page.path + (f"?{page.query}" if page.query else "") or request.path
-        signed_out = HttpResponseClientRedirect(f"{login}?next={quote(back)}")
-        signed_out.status_code = 401
-        return signed_out
+        # Sign in again, or enrol the second factor first: either way the edit waits.
+        stopped = HttpResponseClientRedirect(location)
+        stopped.status_code = 401
+        return stopped
 
 
 # Pages a privileged account without a second factor may still open: enrolment (and what it

@@ -117,3 +117,10 @@ def test_django_admins_own_sign_in_form_is_not_a_way_around_the_code(client, sta
     assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
     assert "_auth_user_id" not in client.session
     assert client.get("/admin/")["Location"].startswith("/admin/login/")
+
+
+def test_an_autosave_of_staff_without_a_factor_waits_for_enrolment(client, staff):
+    sign_in(client, "boss")
+    response = client.post("/rate/some-token/save", {"score": 3}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 401
+    assert response["HX-Redirect"] == reverse("mfa_activate_totp")
