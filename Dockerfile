@@ -12,7 +12,7 @@ RUN pip install --upgrade pip && pip install --require-hashes -r requirements.lo
 
 COPY . .
 # Static files are collected into the image; the key is a throwaway for this one command.
-RUN SECRET_KEY=collectstatic-only-not-a-real-key python manage.py collectstatic --noinput -v0 \
+RUN SECRET_KEY=collectstatic-only-not-a-real-key-0123456789abcdefghijklmnop python manage.py collectstatic --noinput -v0 \
     && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin mentalbench \
     && mkdir -p /app/media /var/lib/mentalbench \
     && chown mentalbench /app/media /var/lib/mentalbench

@@ -15,7 +15,7 @@ import pandas as pd
 from django.contrib.auth.models import AnonymousUser, User
 from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 
-from annotation.csvsafe import safe_frame, safe_writer
+from annotation.csvsafe import frame_csv, safe_writer
 from annotation.models import Study
 
 from .models import ExportLog
@@ -56,7 +56,7 @@ def table_download(
         user=user, study=study, channel=ExportLog.Channel.WEB, what=what, params=params
     )
     export_log_finish(log=log, rows=len(table))
-    body: str = safe_frame(table).to_csv(index=False)
+    body = frame_csv(table)
     return csv_attachment(body, filename=filename)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
+from django.utils import timezone
 
 from analysis import reports, stats
 from analysis.copy_read import RatingScores, packed_rating_scores, plain_columns
@@ -374,6 +375,22 @@ def ratings_version(*, study: Study) -> str:
     )
     last = agg["last"].isoformat() if agg["last"] else "-"
     return f"{agg['n']}:{last}"
+
+
+def ratings_stamp(*, study: Study) -> str:
+    """What researchers are told of the ratings' state (the API's `ratings_version`): the number
+    of submitted ratings and the day the latest of them changed, "<n>:<YYYY-MM-DD>".
+
+    Drafts are left out and the time of day too: researchers see submitted ratings dated to the
+    day, so a stamp that moved with every autosave, at microsecond resolution, would tell them
+    when each clinician was working. (`ratings_version`, which also counts drafts, stays inside
+    the report cache's keys and is never shown.)
+    """
+    agg = Rating.objects.filter(
+        response__conversation__study=study, status=Rating.Status.COMPLETE
+    ).aggregate(last=Max("updated_at"), n=Count("id"))
+    day = timezone.localdate(agg["last"]).isoformat() if agg["last"] else "-"
+    return f"{agg['n']}:{day}"
 
 
 def coverage(*, study: Study, filters: Filters | None = None) -> dict[str, object]:

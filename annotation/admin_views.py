@@ -33,6 +33,7 @@ from .services import (
     user_password_token_issue,
 )
 from .services.sampling import clinician_sample_draw
+from .tokens import password_token_generator
 from .topup import topup_summary
 
 ASSIGNMENTS_SHOWN = 500
@@ -275,6 +276,8 @@ def audit(request: HttpRequest) -> HttpResponse:
 class PasswordSetView(auth_views.PasswordResetConfirmView):
     template_name = "registration/password_set.html"
     success_url = reverse_lazy("annotation:password_set_done")
+    # Voided by any change of the account's rights, not only by a new password.
+    token_generator = password_token_generator
 
 
 def password_set_done(request: HttpRequest) -> HttpResponse:

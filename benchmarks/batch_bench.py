@@ -67,7 +67,9 @@ def _django() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
     os.environ["LOG_LEVEL"] = "WARNING"
     os.environ["MENTALBENCH_KEY_BENCH"] = "sk-bench"
-    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-0123456789abcdefghijklmnop")
+    os.environ.setdefault(
+        "SECRET_KEY", "bench-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
+    )
     sys.path.insert(0, str(ROOT))
     import django
 

@@ -52,4 +52,5 @@ from .rating import (  # noqa: F401
     clinician_create,
     rating_save,
     user_password_token_issue,
+    username_clean,
 )

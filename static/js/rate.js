@@ -145,6 +145,11 @@
       forget(elt, elt.dataset.sending);
       if (elt.dataset.sending === elt.dataset.edited) dirty.delete(elt);
       if (dirty.size) show("Saving…", "saving");
+    } else if (status === 401) {
+      // Signed out (an idle session ended): the edit stays in the journal, and htmx follows
+      // HX-Redirect to the sign-in page, which brings the clinician back here to send it.
+      show("Signed out — sign in again; your changes are kept", "unsaved");
+      dirty.clear(); // nothing to warn about on leaving: the journal holds every edit
     } else if (status === 0 || status >= 500) {
       // Network or server trouble: keep the value and try again.
       show("Not saved yet — retrying…", "unsaved");

@@ -16,7 +16,7 @@ from statsmodels.stats.multitest import multipletests
 from analysis import judge_assisted
 from analysis.judge_assisted_selectors import judge_assisted_arrays
 from analysis.selectors import attribute_names
-from annotation.models import Rating, Score
+from annotation.models import Rating, Responder, Score
 
 HEADER = (
     "responder,attribute,n_labelled,n_unlabelled,estimate,ci_low,ci_high,lambda,"
@@ -357,3 +357,23 @@ def test_informative_nonresponse_warns_and_falls_back_to_clinician_only():
     ).iloc[0]
     assert quiet.warning == "" and quiet.interval == "t" and quiet["lambda"] > 0.3
     assert quiet.n_nonresponse == 0 and quiet.width_ratio < 0.9
+
+
+def test_judge_assisted_csv_neutralises_formula_cells(small_study):
+    Responder.objects.filter(key="m1").update(key="@SUM(1) judge")
+    out = io.StringIO()
+    call_command(
+        "judge_assisted",
+        "--study",
+        small_study.study.name,
+        "--judge",
+        "judge-y",
+        "--format",
+        "csv",
+        stdout=out,
+    )
+    table = pd.read_csv(io.StringIO(out.getvalue()))
+    assert "'@SUM(1) judge" in set(table["responder"])
+    assert "@SUM(1) judge" not in set(table["responder"])
+    # Numbers stay numbers (a negative estimate is not a formula).
+    assert pd.api.types.is_float_dtype(table["estimate"])

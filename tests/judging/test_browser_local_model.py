@@ -37,7 +37,7 @@ def test_newcomer_launches_a_judge_run_on_the_demo_study_and_sees_it_finish(
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
     page.goto("/accounts/login/")
-    page.fill("#id_username", "admin")
+    page.fill("#id_login", "admin")
     page.fill("#id_password", os.environ.get("DEMO_PASSWORD", "mentalbench-demo"))
     page.click("button[type=submit]")
     page.goto("/judging/")

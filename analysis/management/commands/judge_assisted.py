@@ -15,6 +15,7 @@ from analysis.judge_assisted_selectors import (
     judge_assisted_report,
 )
 from analysis.management.lookup import study_get_or_error
+from annotation.csvsafe import frame_csv
 
 TABLE_COLUMNS = (*judge_assisted.CONTRACT_COLUMNS, "ratings_saved")
 
@@ -110,6 +111,6 @@ class Command(BaseCommand):
                 *(c for c in table.columns if c not in judge_assisted.CONTRACT_COLUMNS),
             ]
             # Python's float repr round-trips: full precision, no float_format truncation.
-            self.stdout.write(table[columns].to_csv(index=False), ending="")
+            self.stdout.write(frame_csv(table[columns]), ending="")
         else:
             self.stdout.write(table[list(TABLE_COLUMNS)].round(3).to_string(index=False))
