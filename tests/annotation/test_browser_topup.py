@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 from annotation.models import Assignment, Rating, Responder, Score
 from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create
+from tests.second_factor import totp_code, totp_enrol
 
 from .conftest import RESPONDERS, make_clinician, make_study, wait_saved
 
@@ -18,12 +19,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ATTRIBUTES = 7
 
 
-def _login(page, username: str, password: str) -> None:
+def _login(page, username: str, password: str, *, second_factor: bool = False) -> None:
     page.goto("/accounts/login/")
-    page.fill("#id_username", username)
+    page.fill("#id_login", username)
     page.fill("#id_password", password)
     with page.expect_navigation():
         page.keyboard.press("Enter")
+    if second_factor:  # an admin signs in with the authenticator enrolled below
+        page.wait_for_url("**/accounts/2fa/authenticate/**")
+        page.fill("input[name=code]", totp_code())
+        with page.expect_navigation():
+            page.click("main button[type=submit]")
 
 
 def _rate_editable_cards(page, score: str) -> None:
@@ -44,6 +50,7 @@ def test_top_up_leaves_submitted_work_locked_and_adds_its_own_task(
     first, second = assignments_create(study=study, clinicians=[rater])
     admin = get_user_model().objects.create_user(username="ada", password="ada-pw-long-1")
     role_add(user=admin, role=ADMIN)
+    totp_enrol(admin)
 
     clinician = chromium.new_context(base_url=live_server.url).new_page()
     _login(clinician, "cleo", "pw-cleo")
@@ -63,7 +70,7 @@ def test_top_up_leaves_submitted_work_locked_and_adds_its_own_task(
                 [conversation.external_id, conversation.context, "An added reply, " * 3]
             )
     admin_page = chromium.new_context(base_url=live_server.url).new_page()
-    _login(admin_page, "ada", "ada-pw-long-1")
+    _login(admin_page, "ada", "ada-pw-long-1", second_factor=True)
     admin_page.goto(f"/imports/?study={study.pk}")
     admin_page.select_option("#id_kind", "conversations")
     admin_page.select_option("#id_study", str(study.pk))
