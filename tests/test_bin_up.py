@@ -38,8 +38,10 @@ if [ "$1" = gunicorn ] && [ -n "${STUB_GUNICORN_EXITS:-}" ]; then sleep 1; exit 
 while :; do wait; done
 """
 PYTHON = """#!/usr/bin/env bash
+echo "$*" >>"$STUB_DIR/python-calls"
 case "$*" in
   "-c "*) echo stub ;;
+  "-m judging.local_model"*) exec "$STUB_DIR/service" local-model ;;
 esac
 exit 0
 """
@@ -89,6 +91,7 @@ def _wait_for(condition, *, timeout: float, what: str) -> None:
 @pytest.fixture
 def bin_up(tmp_path: Path):
     _write(tmp_path / "bin" / "up", (ROOT / "bin" / "up").read_text())
+    _write(tmp_path / "bin" / "local-model", (ROOT / "bin" / "local-model").read_text())
     _write(tmp_path / ".venv" / "bin" / "python", PYTHON)
     _write(tmp_path / ".venv" / "bin" / "celery", CELERY)
     _write(tmp_path / ".venv" / "bin" / "gunicorn", GUNICORN)
@@ -98,7 +101,8 @@ def bin_up(tmp_path: Path):
     pids_file = tmp_path / "pids"
     started: list[subprocess.Popen] = []
 
-    def start(**env: str) -> tuple[subprocess.Popen, Path]:
+    def start(*, ignore_sigint: bool = False, **env: str) -> tuple[subprocess.Popen, Path]:
+        """`ignore_sigint`: as a script's `bin/up &` starts it (SIGINT ignored on entry)."""
         environment = {
             "PATH": os.environ["PATH"],
             "STUB_DIR": str(tmp_path),
@@ -112,6 +116,9 @@ def bin_up(tmp_path: Path):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if ignore_sigint
+            else None,
         )
         started.append(process)
         return process, pids_file
@@ -137,26 +144,57 @@ EXPECTED = {
 }  # with Redis and on the embedded folder broker alike
 
 
+WITH_MODEL = EXPECTED | {"local-model", "local-model-child"}
+
+
 @pytest.mark.parametrize(
-    ("env", "expected", "stop_signal"),
+    ("env", "expected", "stop_signal", "ignore_sigint"),
     [
-        ({"REDIS_URL": "redis://stub:6379/0"}, EXPECTED, signal.SIGTERM),
-        ({"REDIS_URL": "redis://stub:6379/0"}, EXPECTED, signal.SIGINT),
-        ({}, EXPECTED, signal.SIGTERM),
+        ({"REDIS_URL": "redis://stub:6379/0"}, EXPECTED, signal.SIGTERM, False),
+        ({"REDIS_URL": "redis://stub:6379/0"}, EXPECTED, signal.SIGINT, False),
+        ({}, EXPECTED, signal.SIGTERM, False),
+        # The model server's script waits for bin/up's pid to go, while bin/up waits for it.
+        ({"LOCAL_MODEL": "1"}, WITH_MODEL, signal.SIGTERM, False),
+        ({"LOCAL_MODEL": "1"}, WITH_MODEL, signal.SIGINT, False),
+        # Started in the background by a script: SIGINT arrives ignored.
+        ({"LOCAL_MODEL": "1"}, WITH_MODEL, signal.SIGINT, True),
+        ({}, EXPECTED, signal.SIGINT, True),
     ],
 )
-def test_stopping_bin_up_stops_every_process_it_started(bin_up, env, expected, stop_signal):
-    process, pids_file = bin_up(**env)
+def test_one_signal_stops_every_process_bin_up_started_within_10_s(
+    bin_up, env, expected, stop_signal, ignore_sigint
+):
+    process, pids_file = bin_up(ignore_sigint=ignore_sigint, **env)
     _wait_for(lambda: set(_pids(pids_file)) == expected, timeout=20, what="every service")
     pids = _pids(pids_file)
     assert all(_alive(pid) for pid in pids.values())
-    process.send_signal(stop_signal)  # what Ctrl-C, systemd or docker stop do
-    process.wait(timeout=20)
+    signalled = time.monotonic()
+    process.send_signal(stop_signal)  # what Ctrl-C, systemd, docker stop or `kill -INT` do
+    process.wait(timeout=10)
     _wait_for(
         lambda: not any(_alive(pid) for pid in pids.values()),
-        timeout=5,
+        timeout=max(0.1, 10 - (time.monotonic() - signalled)),
         what="no process of bin/up's to remain",
     )
+
+
+def test_a_second_start_installs_nothing_while_the_lock_is_unchanged(bin_up, tmp_path):
+    def start_and_stop() -> int:
+        """Start bin/up, stop it; how many pip installs it ran."""
+        calls = tmp_path / "python-calls"
+        calls.unlink(missing_ok=True)
+        (tmp_path / "pids").unlink(missing_ok=True)
+        process, pids_file = bin_up()
+        _wait_for(lambda: set(_pids(pids_file)) == EXPECTED, timeout=20, what="every service")
+        process.terminate()
+        process.wait(timeout=10)
+        return calls.read_text().count("-m pip install")
+
+    assert start_and_stop() == 3  # pip itself, the lock, the project
+    assert start_and_stop() == 0
+    (tmp_path / "requirements.lock").write_text("stub==1.1\n")
+    assert start_and_stop() == 3
+    assert start_and_stop() == 0
 
 
 def test_a_process_that_ignores_sigterm_is_killed_after_the_stop_timeout(bin_up):
