@@ -182,10 +182,10 @@ def _db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 
     Without it, a loop whose connection died mid-run lost what it held in memory: answers
     received but not yet stored or billed (the provider billed them all the same). On
-    OperationalError or InterfaceError the broken connection is closed and the call made again,
-    backing off up to DB_OUTAGE_SECONDS. Repeating a call is safe: what failed rolled back, and
-    storing is exactly-once under the item's claim; only a commit whose acknowledgement was lost
-    in the restart could be billed twice.
+    OperationalError or InterfaceError from a connection that no longer answers, it is closed
+    and the call made again, backing off up to DB_OUTAGE_SECONDS. Repeating a call is safe: what
+    failed rolled back, and storing is exactly-once under the item's claim; only a commit whose
+    acknowledgement was lost in the restart could be billed twice.
     """
 
     def call(*args: Any, **kwargs: Any) -> T:
@@ -194,7 +194,10 @@ def _db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
             try:
                 return function(*args, **kwargs)
             except (OperationalError, InterfaceError):
-                if time.monotonic() + delay > deadline:
+                # Only a connection that is gone: a deadlock or a lock timeout on a live
+                # connection is the caller's to handle, as before.
+                alive = connection.connection is not None and connection.is_usable()
+                if alive or time.monotonic() + delay > deadline:
                     raise
                 logger.warning("run loop: database unavailable, trying again in %.1f s", delay)
                 connection.close()  # thread-sensitive: this thread's broken connection
