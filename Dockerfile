@@ -1,4 +1,5 @@
-# One image for every MentalBench process (web, Celery worker, beat, one-shot migrations).
+# One image for every MentalBench process (web, Celery workers for runs and upkeep, beat,
+# one-shot migrations).
 FROM python:3.11.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/app PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1

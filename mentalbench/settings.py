@@ -1,8 +1,9 @@
 """One settings module; every knob comes from the environment (see README "Configuration").
 
-Without DATABASE_URL the platform runs on a local SQLite file, and without REDIS_URL Celery tasks
-run in-process (eager), so a person can try it anywhere. With them set it uses Postgres and a real
-Redis-backed worker, which is what production, the tests and CI use.
+Without DATABASE_URL the platform runs on a local SQLite file, and without REDIS_URL the Celery
+broker is a local folder (kombu's filesystem transport), so a person can try it anywhere with real
+background workers. With them set it uses Postgres and Redis, which is what production, the tests
+and CI use.
 """
 
 import os
@@ -260,22 +261,57 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
 FILE_UPLOAD_MAX_MEMORY_SIZE = envint("FILE_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
 # --- end of import limits ----------------------------------------------------------------------
 
-# Celery: a real Redis broker when REDIS_URL is set; otherwise tasks run in-process, so the
-# platform works with nothing but Python installed.
+# Celery: Redis when REDIS_URL is set; otherwise a folder of message files (kombu's filesystem
+# transport), which needs no server: `bin/up` runs real workers and beat on it, so a launch
+# returns at once and no web request ever runs a run (docs/operations.md). Eager mode (tasks run
+# inside whoever sends them) is never a default: only a test or a benchmark that asks for it.
 REDIS_URL = os.environ.get("REDIS_URL", "")
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = REDIS_URL or "filesystem://"
 CELERY_RESULT_BACKEND = None
-CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", not REDIS_URL)
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True  # a killed worker's task is redelivered; services are idempotent
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 3600)}
+# Two queues, so that long runs never starve the upkeep: `runs` carries the run loops (each holds
+# a worker process for as long as its run lasts); `upkeep` carries the sweeper, batch submits,
+# polls and cancels, which are short and must run on time. bin/up and docker-compose.yml give
+# each queue a worker of its own; a worker started without -Q consumes both.
+CELERY_TASK_DEFAULT_QUEUE = "runs"
+CELERY_TASK_QUEUES: dict[str, dict[str, Any]] = {"runs": {}, "upkeep": {}}
+CELERY_TASK_ROUTES = {
+    name: {"queue": "upkeep"}
+    for name in (
+        "judging.tasks.runs_sweep",
+        "judging.tasks.batch_submit",
+        "judging.tasks.batches_poll",
+        "judging.tasks.batch_poll",
+        "judging.tasks.batch_cancel",
+    )
+}
+if REDIS_URL:
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {
+        "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 3600)
+    }
+else:
+    # One folder holds the queued messages; a consumer takes a message by renaming it into
+    # `processed/` (atomic within one file system, so two consumers never both get it), which
+    # bin/up empties of files older than a day at each start.
+    CELERY_BROKER_DIR = Path(os.environ.get("CELERY_BROKER_DIR") or BASE_DIR / ".celery-broker")
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
+        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
+        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        "store_processed": True,
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
+        # An idle worker looks for new messages this often: the delay before a launch starts.
+        "polling_interval": 0.2,
+    }
 
-# Run sweeper: every this many seconds Celery beat (or `manage.py sweep_runs --every` without
-# Redis) moves on runs whose workers died; see docs/judging.md.
+# Run sweeper: every this many seconds Celery beat moves on runs whose workers died; see
+# docs/judging.md.
 JUDGING_SWEEP_SECONDS = envint("JUDGING_SWEEP_SECONDS", 30)
 if JUDGING_SWEEP_SECONDS < 1:
     raise ImproperlyConfigured(

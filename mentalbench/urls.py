@@ -22,3 +22,6 @@ urlpatterns = [
     path("judging/", include("judging.urls")),
     path("api/", include("analysis.api_urls")),
 ]
+
+# A restarting database or cache answers 503 "retrying" instead of a 500 page (views.py).
+handler500 = "mentalbench.views.server_error"

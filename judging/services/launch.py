@@ -533,7 +533,8 @@ def run_fail(*, run_id: int, error: str) -> None:
 def runs_sweep() -> dict[str, list[int]]:
     """Move on every run whose workers are gone; returns run ids by what was done to them.
 
-    Runs periodically (Celery beat → `tasks.runs_sweep`; `manage.py sweep_runs` without Redis)
+    Runs periodically (Celery beat → `tasks.runs_sweep`, on the upkeep queue; `manage.py
+    sweep_runs` from a shell)
     and when a worker starts, so no run ever needs a person to finish it:
     - cancelling: items of dead workers go back to pending once their lease ran out, then the
       run is cancelled (`run_finalize`);
