@@ -1,4 +1,5 @@
-# One image for every MentalBench process (web, Celery worker, beat, one-shot migrations).
+# One image for every MentalBench process (web, Celery workers for runs and upkeep, beat,
+# one-shot migrations).
 FROM python:3.11.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/app PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -12,7 +13,7 @@ RUN pip install --upgrade pip && pip install --require-hashes -r requirements.lo
 
 COPY . .
 # Static files are collected into the image; the key is a throwaway for this one command.
-RUN SECRET_KEY=collectstatic-only-not-a-real-key python manage.py collectstatic --noinput -v0 \
+RUN SECRET_KEY=collectstatic-only-not-a-real-key-0123456789abcdefghijklmnop python manage.py collectstatic --noinput -v0 \
     && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin mentalbench \
     && mkdir -p /app/media /var/lib/mentalbench \
     && chown mentalbench /app/media /var/lib/mentalbench

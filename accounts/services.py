@@ -1,4 +1,5 @@
-"""Writes for researchers' own API tokens (knox: only a SHA-512 digest of a token is stored)."""
+"""Writes of the accounts app: researchers' own API tokens (knox: only a SHA-512 digest of a
+token is stored) and the sign-in log."""
 
 from datetime import timedelta
 
@@ -6,11 +7,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.utils import timezone
 from knox.models import AuthToken
 
 from annotation.roles import can_read_analysis
 
-from .selectors import api_tokens_live
+from .models import SignInEvent
+from .selectors import api_tokens_live, two_factor_used
 
 
 class TokenError(ValueError):
@@ -40,3 +43,26 @@ def api_token_revoke(*, user, digest: str) -> bool:
     user's token is never touched). Requests with it fail from now on."""
     deleted, _ = AuthToken.objects.filter(user=user, digest=digest).delete()
     return bool(deleted)
+
+
+def signin_event_record(*, request, user, username: str, ok: bool) -> SignInEvent:
+    """One row of the sign-in log; rows older than SIGNIN_LOG_DAYS go as new ones arrive."""
+    from axes.helpers import get_client_ip_address
+
+    SignInEvent.objects.filter(
+        at__lt=timezone.now() - timedelta(days=settings.SIGNIN_LOG_DAYS)
+    ).delete()
+    records = getattr(request, "session", None) is not None and user is not None
+    methods = set()
+    if records:
+        from allauth.account.authentication import get_authentication_records
+
+        methods = {r.get("method") for r in get_authentication_records(request, user)}
+    return SignInEvent.objects.create(
+        user=user,
+        username=username[:150],
+        ip_address=get_client_ip_address(request) or None,
+        succeeded=ok,
+        two_factor=bool(records and two_factor_used(request, user)),
+        method="sso" if "socialaccount" in methods else "password",
+    )

@@ -7,4 +7,5 @@ app_name = "accounts"
 urlpatterns = [
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<str:digest>/revoke", views.token_revoke, name="token_revoke"),
+    path("sign-ins/", views.sign_ins, name="sign_ins"),
 ]

@@ -1,15 +1,17 @@
-"""A researcher's own API tokens: create (the token is shown once) and revoke."""
+"""A researcher's own API tokens (create: the token is shown once; revoke) and the sign-in log
+for admins."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from annotation.roles import RESEARCHER, role_required
+from annotation.roles import ADMIN, RESEARCHER, role_required
 
 from .forms import TokenCreateForm
-from .selectors import api_tokens_live
+from .selectors import SIGNIN_LOG_SHOWN, api_tokens_live, signin_events_recent
 from .services import TokenError, api_token_create, api_token_revoke
 
 
@@ -50,3 +52,13 @@ def token_revoke(request: HttpRequest, digest: str) -> HttpResponse:
         raise Http404("no such token of yours")
     messages.success(request, "Token revoked: requests with it are refused from now on.")
     return redirect("accounts:tokens")
+
+
+@role_required(ADMIN)
+def sign_ins(request: HttpRequest) -> HttpResponse:
+    events = list(signin_events_recent())
+    return render(
+        request,
+        "accounts/sign_ins.html",
+        {"events": events, "shown": SIGNIN_LOG_SHOWN, "days": settings.SIGNIN_LOG_DAYS},
+    )

@@ -48,7 +48,7 @@ from analysis.api_params import (
 from analysis.downloads import csv_attachment
 from analysis.models import ExportLog, RaterCode
 from analysis.pseudonyms import RaterLabels, identified_check
-from analysis.selectors import Filters, ReportParams, StudyReport, study_report
+from analysis.selectors import Filters, ReportParams, StudyReport, ratings_stamp, study_report
 from analysis.services import export_log_create, ratings_export_start
 from annotation.analysed import analysed_ratings_q
 from annotation.models import LabelAnnotation, Rater, Rating, Score, Study
@@ -307,7 +307,9 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
             fields={
                 "study": serializers.IntegerField(),
                 "table": serializers.CharField(),
-                "ratings_version": serializers.CharField(),
+                "ratings_version": serializers.CharField(
+                    help_text="<submitted ratings>:<day the latest changed>; drafts never move it"
+                ),
                 "notes": serializers.ListField(child=serializers.CharField()),
                 "rows": serializers.ListField(child=serializers.DictField()),
             },
@@ -334,7 +336,7 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
             {
                 "study": study.pk,
                 "table": table,
-                "ratings_version": report.version,
+                "ratings_version": ratings_stamp(study=study),
                 "notes": report.notes,
                 "rows": [] if df is None else _json_rows(df),
             }

@@ -735,12 +735,13 @@ def kappa_f1_report(
         n_items = truth.shape[0]
         names = [str(c) for c in classes]
         q = truth.mean(axis=0) if n_items else np.zeros(truth.shape[1])
-        f1 = stats.weighted_f1(truth.astype(int), pred.astype(int))
+        f1 = stats.weighted_f1(truth, pred)
         f1_random = float((q**2).sum() / q.sum()) if q.sum() > 0 else nan
         proportions = dict(zip(names, map(float, q), strict=True))
         sims: list[FloatArray] = []
-        # Chunks keep the (B, N, L) draw under ~50 MB whatever n_sim is.
-        step = max(1, int(5e7 // max(1, truth.size)))
+        # Chunks keep the (B, N, L) draw (uniform float64s, 8 bytes each) under ~40 MB whatever
+        # n_sim is, so memory grows with the file, not with n_sim.
+        step = max(1, int(5e6 // max(1, truth.size)))
         for b in _chunks(n_sim if n_items else 0, step):
             draws = rng.random((b, *truth.shape)) < q[None, None, :]
             sims.append(_weighted_f1_batch_multilabel(truth, draws))
@@ -799,6 +800,9 @@ def read_predictions_csv(
     *,
     kind: Kind | None = None,
     labels: Sequence[str] | None = None,
+    max_rows: int | None = None,
+    max_labels: int | None = None,
+    name: str | None = None,
 ) -> tuple[list[str] | list[list[str]], list[str] | list[list[str]], Kind, list[str]]:
     """(y_true, y_pred, kind, labels) from a CSV with columns ``true`` and ``predicted``.
 
@@ -806,8 +810,14 @@ def read_predictions_csv(
     cell has a separator, else binary for ≤ 2 distinct labels, else multiclass. With ``labels``
     every cell must use them (case-insensitively; returned in the given spelling). Errors are
     one line naming the file, the line (header = line 1) and the column.
+
+    ``max_rows`` and ``max_labels`` are checked while reading, before any array exists: the
+    statistics hold items × labels indicators, so a file of a few kilobytes with a new label on
+    every line would otherwise ask for memory quadratic in its size. ``name`` is the file's name
+    in messages (an upload's stream has none of its own).
     """
-    name = str(file) if isinstance(file, str | os.PathLike) else getattr(file, "name", "<csv>")
+    if name is None:
+        name = str(file) if isinstance(file, str | os.PathLike) else getattr(file, "name", "<csv>")
     if isinstance(file, str | os.PathLike):
         try:
             text = Path(file).read_text(encoding="utf-8-sig")
@@ -834,12 +844,18 @@ def read_predictions_csv(
         index[column] = header_keys.index(column)
     known = {lab.casefold(): lab for lab in labels} if labels is not None else None
     cells: dict[str, list[list[str]]] = {"true": [], "predicted": []}
+    distinct: set[str] = set()
     multi_seen = False
     try:
         for row in reader:
             line = reader.line_num
             if not any(cell.strip() for cell in row):
                 continue  # blank line
+            if max_rows is not None and len(cells["true"]) >= max_rows:
+                raise PredictionsCsvError(
+                    f"{name}: line {line}: more than {max_rows:,} data rows, the most one file "
+                    "may have"
+                )
             for column, j in index.items():
                 raw = row[j].strip() if j < len(row) else ""
                 if not raw:
@@ -867,6 +883,12 @@ def read_predictions_csv(
                             f"{missing[0]!r} (known: {', '.join(labels or [])})"
                         )
                     parts = [known[part.casefold()] for part in parts]
+                distinct.update(parts)
+                if max_labels is not None and len(distinct) > max_labels:
+                    raise PredictionsCsvError(
+                        f"{name}: line {line}, column {column!r}: more than {max_labels} "
+                        "distinct labels, the most one file may have"
+                    )
                 cells[column].append(list(dict.fromkeys(parts)))
     except csv.Error as exc:
         raise PredictionsCsvError(f"{name}: line {reader.line_num}: {exc}") from None

@@ -2,25 +2,27 @@
 
 Every cell goes through annotation.csvsafe (a cell starting with =, +, - or @ is not run as a
 formula by a spreadsheet), and every download a researcher makes is in the export audit log.
+A released study is a zip of such files (analysis/release.py): `zip_attachment`.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import IO, Any, overload
 
 import pandas as pd
 from django.contrib.auth.models import AnonymousUser, User
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 
-from annotation.csvsafe import safe_frame, safe_writer
+from annotation.csvsafe import frame_csv, safe_writer
 from annotation.models import Study
 
 from .models import ExportLog
 from .services import export_log_create, export_log_finish
 
 CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
+ZIP_CONTENT_TYPE = "application/zip"
 
 
 @overload
@@ -54,7 +56,7 @@ def table_download(
         user=user, study=study, channel=ExportLog.Channel.WEB, what=what, params=params
     )
     export_log_finish(log=log, rows=len(table))
-    body: str = safe_frame(table).to_csv(index=False)
+    body = frame_csv(table)
     return csv_attachment(body, filename=filename)
 
 
@@ -79,3 +81,10 @@ def rows_download(
     writer.writerows(rows)
     export_log_finish(log=log, rows=len(rows))
     return csv_attachment(buffer.getvalue(), filename=filename)
+
+
+def zip_attachment(archive: IO[bytes], *, filename: str) -> FileResponse:
+    """A zip file to save, streamed from an open file that is closed once sent."""
+    response = FileResponse(archive, content_type=ZIP_CONTENT_TYPE)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response

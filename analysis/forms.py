@@ -1,6 +1,7 @@
 from typing import Any, cast
 
 from django import forms
+from django.conf import settings
 
 from analysis.selectors import Filters, ReportParams
 from annotation.analysed import FIRST, LATEST
@@ -82,6 +83,19 @@ class KappaF1Form(forms.Form):
     ]
     file = forms.FileField(help_text="CSV with columns `true` and `predicted`")
     kind = forms.ChoiceField(choices=KINDS, required=False)
+
+    def clean_file(self) -> Any:
+        """Refuses a file over KAPPA_F1_MAX_FILE_BYTES from its size alone, before a byte of it
+        is parsed (rows and labels are limited while reading, `read_predictions_csv`)."""
+        upload = self.cleaned_data["file"]
+        limit = settings.KAPPA_F1_MAX_FILE_BYTES
+        if upload.size > limit:
+            raise forms.ValidationError(
+                f"{upload.name}: {upload.size:,} bytes, more than the {limit:,} a predictions "
+                "file may have"
+            )
+        return upload
+
     labels = forms.CharField(
         required=False,
         max_length=2000,

@@ -3,10 +3,10 @@
 ``GET /api/studies/<id>/judge-assisted/?judge=NAME[&judge=NAME...][&alpha=0.05][&target=0.10]
 [&lever=1]`` returns the means, paired differences, ranking, planner, the separations of
 adjacent places and the separation planner as lists of rows; with ``lever=1`` also which lever
-narrows each attribute's ICC interval (a bootstrap: about a second). Every clinician-rated
-conversation is labelled (a labelled subset is a command-line option). A judge the study does
-not have, or judges that share no conversation with the clinicians, answer 404: there is no
-such report.
+narrows each attribute's ICC interval (a bootstrap: seconds). The labelled conversations
+are the study's design (its clinician sample, else every clinician-rated one), named in
+``design``; a listed subset is a command-line option. A judge the study does not have, or
+judges that share no conversation with the clinicians, answer 404: there is no such report.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ JUDGE_ASSISTED_REPORT = inline_serializer(
     fields={
         "study": serializers.IntegerField(),
         "judges": serializers.ListField(child=serializers.CharField()),
+        "design": serializers.CharField(help_text="which conversations are labelled"),
         "means": _ROWS,
         "differences": _ROWS,
         "ranking": _ROWS,
@@ -107,6 +108,7 @@ class JudgeAssistedView(ContractMixin, APIView):
             {
                 "study": study.pk,
                 "judges": list(dict.fromkeys(judges)),
+                "design": report.design,
                 "means": _records(report.means),
                 "differences": _records(report.differences),
                 "ranking": _records(report.ranking),

@@ -12,6 +12,7 @@ from analysis import judge_assisted, planner
 from analysis.judge_assisted import CellArrays, ScoreCodes, cell_arrays, score_codes
 from analysis.selectors import Filters, attribute_names, exclusions_for, scores_frame
 from annotation.models import Conversation, Rater, Study
+from annotation.selectors import clinician_sample_current, clinician_sample_external_ids
 
 
 def judge_names(*, study: Study) -> list[str]:
@@ -63,6 +64,25 @@ class JudgeAssistedReport:
     separations: pd.DataFrame
     #: Per attribute: which lever narrows the ICC interval (only when asked: a bootstrap).
     icc_levers: pd.DataFrame | None = None
+    #: Which conversations were the clinicians' sample, in words.
+    design: str = ""
+
+
+#: How the clinicians' sample is chosen when no explicit list is given.
+DESIGNS = ("stored", "rated")
+RATED_DESIGN = "every conversation with a clinician score (no stored clinician sample)"
+
+
+def labelled_design(*, study: Study, design: str = "stored") -> tuple[set[str] | None, str]:
+    """The labelled conversations (external ids; None: every clinician-rated one) and their
+    description. ``stored``: the study's latest clinician sample when it has one; ``rated``:
+    whatever clinicians rated (a study rated in full, or re-analysed without its design)."""
+    if design not in DESIGNS:
+        raise JudgeAssistedInputError(f"design must be one of {', '.join(DESIGNS)}, got {design!r}")
+    sample = clinician_sample_current(study=study) if design == "stored" else None
+    if sample is None:
+        return None, RATED_DESIGN
+    return clinician_sample_external_ids(sample=sample), sample.describe()
 
 
 def judge_assisted_report(
@@ -73,9 +93,11 @@ def judge_assisted_report(
     alpha: float = 0.05,
     target_half_width: float = 0.10,
     icc_lever: bool = False,
+    design: str = "stored",
 ) -> JudgeAssistedReport:
     """Means, paired differences, ranking (with the separations of adjacent places) and
-    planner for the chosen judges; with ``icc_lever`` also which lever narrows each
+    planner for the chosen judges, on ``labelled`` conversations (external ids) or else the
+    study's ``design`` (:func:`labelled_design`); with ``icc_lever`` also which lever narrows each
     attribute's ICC interval (a 1,000-resample bootstrap per attribute: about a second).
 
     Raises JudgeAssistedInputError for an unknown judge, a bad alpha or target, or when no
@@ -97,21 +119,22 @@ def judge_assisted_report(
             f"study {study.name!r} has no judge named {', '.join(map(repr, unknown))} "
             f"(judges: {', '.join(known) or 'none'})"
         )
+    if labelled is None:
+        labelled, described = labelled_design(study=study, design=design)
+    else:
+        described = f"{len(set(labelled))} listed conversations"
     attributes = attribute_names(study=study)
     arrays = judge_assisted_arrays(study=study, judges=judges, labelled=labelled)
-    explicit = labelled is not None
-    means = judge_assisted.means_table(
-        arrays, judges=judges, attributes=attributes, alpha=alpha, explicit_labelled=explicit
-    )
+    means = judge_assisted.means_table(arrays, judges=judges, attributes=attributes, alpha=alpha)
     if means.empty or not (means["n_labelled"] > 0).any():
         raise JudgeAssistedInputError(
             f"study {study.name!r} has no conversation with both clinician scores and "
             f"scores by {' + '.join(judges)}"
         )
     differences = judge_assisted.differences_table(
-        arrays, judges=judges, attributes=attributes, alpha=alpha, explicit_labelled=explicit
+        arrays, judges=judges, attributes=attributes, alpha=alpha
     )
-    ranking = judge_assisted.ranking_table(means, differences)
+    ranking = judge_assisted.ranking_table(means, differences, alpha=alpha)
     separations = planner.separation_table(differences, alpha=alpha)
     levers = None
     if icc_lever:
@@ -126,4 +149,5 @@ def judge_assisted_report(
         adjacent=judge_assisted.adjacent_separations(ranking, differences, separations),
         separations=separations,
         icc_levers=levers,
+        design=described,
     )

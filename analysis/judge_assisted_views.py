@@ -1,31 +1,55 @@
-"""The judge-assisted page: forest plot, ranking with separations, planner (researchers)."""
+"""The judge-assisted page: forest plot, ranking with separations, planner (researchers).
+
+One view serves the full page or, for an htmx *Apply*, the results partial. What an Apply
+computes is cached under the study's ratings version: the report per choice of judges and
+share (a new target only replans from its means), the ICC lever (which depends on the judges
+only) per choice of judges. A new or edited rating changes the version, so the next Apply
+recomputes.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from django import forms
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from analysis import planner
 from analysis.judge_assisted_charts import forest_means, ranking_chart
 from analysis.judge_assisted_selectors import (
     JudgeAssistedInputError,
+    JudgeAssistedReport,
     conversation_external_ids,
+    judge_assisted_arrays,
     judge_assisted_report,
     judge_names,
 )
-from analysis.selectors import attribute_names
+from analysis.selectors import attribute_names, ratings_version
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
+from annotation.selectors import clinician_sample_current
 
 if TYPE_CHECKING:
     import pandas as pd
+    from django_htmx.middleware import HtmxDetails
     from numpy.typing import ArrayLike
 
-SHARES = [(100, "all clinician-rated"), (50, "a random 50%"), (20, "a random 20%"),
+    class HtmxHttpRequest(HttpRequest):
+        """A request through django_htmx's middleware (settings.MIDDLEWARE)."""
+
+        htmx: HtmxDetails
+
+
+CACHE_SECONDS = 24 * 3600
+#: The page's intervals are 95 %; the report's alpha, which its cached planner must match.
+ALPHA = 0.05
+
+SHARES = [(100, "the study's design"), (50, "a random 50%"), (20, "a random 20%"),
           (10, "a random 10%"), (5, "a random 5%")]  # fmt: skip
 
 
@@ -38,7 +62,10 @@ class JudgeAssistedForm(forms.Form):
         label="Target CI half-width", min_value=0.001, max_value=4, initial=0.10, required=False
     )
     lever = forms.BooleanField(
-        label="Which lever narrows the ICC interval (a bootstrap: about a second)",
+        label=(
+            "Which lever narrows the ICC interval (a bootstrap: several seconds the first time "
+            "for a choice of judges, then kept until the ratings change)"
+        ),
         required=False,
     )
 
@@ -49,7 +76,8 @@ class JudgeAssistedForm(forms.Form):
 
 def _labelled(study: Study, share: int) -> set[str] | None:
     """A seeded random share of the conversations, to show what a smaller clinician budget
-    would give; None means every clinician-rated conversation."""
+    would give; None means the study's design (its clinician sample, else every
+    clinician-rated conversation)."""
     if share >= 100:
         return None
     ids = sorted(conversation_external_ids(study=study))
@@ -57,11 +85,92 @@ def _labelled(study: Study, share: int) -> set[str] | None:
     return set(np.random.default_rng(0).choice(ids, size=k, replace=False).tolist())
 
 
+#: Columns that count something: shown as integers ("1018", never "1018.0").
+COUNTS = frozenset({
+    "n_labelled", "n_unlabelled", "n_nonresponse", "place", "n_responders",
+    "needed_clinician_only", "needed_judge_assisted", "more_clinician_only",
+    "more_judge_assisted",
+})  # fmt: skip
+
+
 def _rows(frame: pd.DataFrame, columns: list[str]) -> list[list[object]]:
+    counts = [column in COUNTS for column in columns]
     return [
-        ["" if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in row]
+        [
+            "" if v is None or (isinstance(v, float) and np.isnan(v))
+            else int(v) if count else v
+            for v, count in zip(row, counts, strict=True)
+        ]
         for row in frame[columns].round(3).itertuples(index=False)
+    ]  # fmt: skip
+
+
+def _cache_key(kind: str, study: Study, version: str, *parts: object) -> str:
+    return f"analysis:judge-assisted:{kind}:" + ":".join(map(str, (study.pk, version, *parts)))
+
+
+def _judges(study: Study, version: str) -> list[str]:
+    """The study's judges, by name; a distinct over every rating, so kept with the version."""
+    key = _cache_key("judges", study, version)
+    judges: list[str] | None = cache.get(key)
+    if judges is None:
+        judges = judge_names(study=study)
+        cache.set(key, judges, timeout=CACHE_SECONDS)
+    return judges
+
+
+def _report(
+    study: Study, *, judges: list[str], share: int, target: float, version: str
+) -> JudgeAssistedReport:
+    """The report for one Apply. Cached per judges and share; the target half-width changes
+    only the planner table, recomputed here from the cached means (milliseconds)."""
+    # The design is part of the key: drawing a new clinician sample changes no rating.
+    sample = clinician_sample_current(study=study) if share >= 100 else None
+    design = f"sample-{sample.pk}" if sample else "rated"
+    key = _cache_key("report", study, version, "|".join(judges), share, design)
+    report: JudgeAssistedReport | None = cache.get(key)
+    if report is None:
+        report = judge_assisted_report(
+            study=study, judges=judges, labelled=_labelled(study, share), alpha=ALPHA,
+            target_half_width=target,
+        )  # fmt: skip
+        cache.set(key, report, timeout=CACHE_SECONDS)
+        return report
+    return replace(
+        report, planner=planner.planner_table(report.means, target_half_width=target, alpha=ALPHA)
+    )
+
+
+def _levers(study: Study, *, judges: list[str], version: str) -> pd.DataFrame:
+    """The ICC lever per attribute (a bootstrap, the slow part of an Apply): it uses every
+    conversation with clinician and judge scores, so share and target do not change it."""
+    key = _cache_key("levers", study, version, "|".join(judges))
+    levers: pd.DataFrame | None = cache.get(key)
+    if levers is None:
+        arrays = judge_assisted_arrays(study=study, judges=judges)
+        levers = planner.icc_lever_table(
+            arrays.y, arrays.f, attributes=attribute_names(study=study),
+            judges_label=" + ".join(judges),
+        )  # fmt: skip
+        cache.set(key, levers, timeout=CACHE_SECONDS)
+    return levers
+
+
+def _lever_rows(levers: pd.DataFrame) -> list[list[object]]:
+    """The lever table, the responder scenario as "width (low–high)" or why it is absent."""
+    scenario = [
+        f"{r.width_more_responders:.2f} ({r.width_more_responders_low:.2f}–"
+        f"{r.width_more_responders_high:.2f})"
+        if np.isfinite(r.width_more_responders)
+        else f"not projected (fewer than {planner.MIN_RESPONDERS_PROJECTED} responders)"
+        for r in levers.itertuples(index=False)
     ]
+    rows = _rows(
+        levers,
+        ["attribute", "icc_c1", "n_responders", "width_now", "width_more_conversations",
+         "conversation_share"],
+    )  # fmt: skip
+    return [[*row[:5], text, row[5]] for row, text in zip(rows, scenario, strict=True)]
 
 
 def _median(values: ArrayLike) -> float | None:
@@ -74,38 +183,44 @@ def _median(values: ArrayLike) -> float | None:
 
 @require_GET
 @role_required(RESEARCHER)
-def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
+def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
     study = get_object_or_404(Study.objects.select_related("rubric"), pk=study_id)
-    judges = judge_names(study=study)
+    version = ratings_version(study=study)
+    judges = _judges(study, version)
     form = JudgeAssistedForm(request.GET or None, judges=judges)
     context: dict[str, Any] = {"study": study, "form": form, "error": None, "chart_specs": []}
+    # An htmx Apply replaces the results only; the form stays as the researcher set it.
+    template = (
+        "analysis/_judge_assisted_results.html" if request.htmx else "analysis/judge_assisted.html"
+    )
     if form.is_bound and not form.is_valid():
         context["error"] = "; ".join(
             f"{field}: {' '.join(map(str, errors))}" for field, errors in form.errors.items()
         )
-        return render(request, "analysis/judge_assisted.html", context, status=400)
+        return render(request, template, context, status=400)
     data = form.cleaned_data if form.is_bound else {}
     chosen = data.get("judge") or judges
     share = data.get("share") or 100
     target = data.get("target") or 0.10
     if not chosen:
         context["error"] = "This study has no judge scores."
-        return render(request, "analysis/judge_assisted.html", context)
+        return render(request, template, context)
     try:
-        report = judge_assisted_report(
-            study=study,
-            judges=chosen,
-            labelled=_labelled(study, share),
-            target_half_width=target,
-            icc_lever=bool(data.get("lever")),
-        )
+        report = _report(study, judges=chosen, share=share, target=target, version=version)
+        levers = _levers(study, judges=chosen, version=version) if data.get("lever") else None
     except JudgeAssistedInputError as exc:
         context["error"] = str(exc)
-        return render(request, "analysis/judge_assisted.html", context)
+        return render(request, template, context)
     means = report.means
     context |= {
         "chosen": chosen,
         "share": share,
+        "design": report.design,
+        "warnings": [
+            f"{row.responder} × {row.attribute}: {row.warning}"
+            for row in means[means["warning"] != ""].itertuples(index=False)
+        ],
+        "target": target,
         "median_saved": _median(means["ratings_saved"]),
         "median_ratio": _median(means["width_ratio"]),
         "chart_specs": [
@@ -122,6 +237,7 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
                 "attribute",
                 "n_labelled",
                 "n_unlabelled",
+                "n_nonresponse",
                 "estimate",
                 "ci_low",
                 "ci_high",
@@ -130,6 +246,7 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
                 "lambda",
                 "judge_only_mean",
                 "ratings_saved",
+                "interval",
             ],
         ),  # fmt: skip
         "ranking": _rows(
@@ -172,20 +289,7 @@ def judge_assisted_dashboard(request: HttpRequest, study_id: int) -> HttpRespons
             ],
         ),  # fmt: skip
         "levers": None
-        if report.icc_levers is None
-        else {
-            "verdicts": report.icc_levers["verdict"].tolist(),
-            "rows": _rows(
-                report.icc_levers,
-                [
-                    "attribute",
-                    "icc_c1",
-                    "n_responders",
-                    "width_now",
-                    "width_more_conversations",
-                    "width_more_responders",
-                ],
-            ),
-        },
+        if levers is None
+        else {"verdicts": levers["verdict"].tolist(), "rows": _lever_rows(levers)},
     }
-    return render(request, "analysis/judge_assisted.html", context)
+    return render(request, template, context)

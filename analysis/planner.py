@@ -9,12 +9,13 @@ Two questions a study lead asks (docs/judge-assisted.md, "Planner"):
    "Clinician ratings saved" is 1 − r². Both assume that the spread and the judge's agreement
    stay as measured — an estimate for planning, not a promise.
 2. *Judge reliability (ICC).* The responder-level interval is bounded by the number of
-   responders: rating more conversations per responder only shrinks the part of the
-   uncertainty that comes from conversations within responders. The two-stage bootstrap
-   (responders, then conversations within them) against the responder-only bootstrap (the
-   responder means held fixed) splits the ICC's variance into V_resp and V_conv =
-   V_two_stage − V_resp; with c times the conversations and r times the responders the
-   projected variance is (V_resp + V_conv / c) / r.
+   responders: rating more conversations only shrinks the part of the uncertainty that comes
+   from conversations. The two-stage bootstrap draws responders and, once per replicate for
+   all of them, conversation ids (conversations are crossed with responders). More
+   conversations: the same bootstrap with c × the conversation draws (checked against widths
+   realised on bigger subsamples of MentalAlign-70k). More responders: a scenario, given with
+   the range of its projection over resamples of the observed responders, and not given at
+   all below MIN_RESPONDERS_PROJECTED responders.
 """
 
 from __future__ import annotations
@@ -90,49 +91,61 @@ def _plan(est: pd.DataFrame, target: pd.Series, z: float, keys: list[str]) -> pd
     return out.reset_index(drop=True)
 
 
+#: Below this many responders the responder lever is not projected at all. On the released
+#: MentalAlign-70k data (benchmarks/planner_validation.py, 63 random responder subsets each),
+#: the 95 % range of the projection from k responders to 2k held the width realised with 2k of
+#: them in 67 % of subsets for k = 3, 94 % for k = 4 and 98 % for k = 5, while the single
+#: projected width was off by a factor of up to 3 (k = 4: 5th–95th percentile 0.26–3.35).
+MIN_RESPONDERS_PROJECTED = 4
+
+
 @dataclass(frozen=True)
 class IccLever:
-    """ICC(C,1) percentile CI widths now and projected, from the two-stage bootstrap."""
+    """ICC(C,1) percentile CI widths now and projected, from the joint two-stage bootstrap.
+
+    ``width_more_responders`` is a scenario (new responders spread like the observed ones),
+    given with the 95 % range of its projection over resamples of the observed responders;
+    all three are NaN with fewer than MIN_RESPONDERS_PROJECTED responders.
+    """
 
     icc_c1: float
     n_responders: int
     n_conversations: float  # mean paired conversations per responder
-    conversation_share: float  # 1 − var(responder-only bootstrap) / var(two-stage), in [0, 1]
+    #: var(ICC, conversations resampled, responders fixed) / var(ICC, both resampled): the part
+    #: of the interval's variance that more conversations can remove. Not clipped.
+    conversation_share: float
     width_now: float
     width_more_conversations: float
     width_more_responders: float
+    width_more_responders_low: float
+    width_more_responders_high: float
     factor: float
     verdict: str
 
 
-def _draws(
-    h: np.ndarray,
-    j: np.ndarray,
-    paired: np.ndarray,
-    rows: np.ndarray,
-    *,
-    n_boot: int,
-    n_slots: int,
-    conv_factor: float,
+def _conversation_means(
+    h: np.ndarray, j: np.ndarray, paired: np.ndarray, *, n_draws: int, n_boot: int,
     rng: np.random.Generator,
-) -> np.ndarray:
-    """ICC(C,1) of two-stage resamples with ``n_slots`` responder draws and
-    ``conv_factor`` × each responder's conversations per draw (0: responder stage only)."""
-    means = np.array([[h[r, paired[r]].mean(), j[r, paired[r]].mean()] for r in rows])
-    idx = rng.integers(0, rows.size, size=(n_boot, n_slots))
-    if conv_factor == 0:
-        return stats.icc_batch(means[idx])[0]
-    boot = np.empty((n_boot, n_slots, 2))
-    for pos, r in enumerate(rows):
-        slots = idx == pos
-        count = int(slots.sum())
-        if count:
-            hv, jv = h[r, paired[r]], j[r, paired[r]]
-            size = max(int(round(conv_factor * hv.size)), 1)
-            conv = rng.integers(0, hv.size, size=(count, size))
-            boot[slots, 0] = hv[conv].mean(axis=1)
-            boot[slots, 1] = jv[conv].mean(axis=1)
-    return stats.icc_batch(boot)[0]
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(n_boot, responders) human and judge means over ``n_draws`` conversation ids drawn with
+    replacement, ONE draw per replicate shared by every responder: conversations are crossed
+    with responders, and what a hard conversation does to all responders alike is a column
+    shift that ICC(C,1) ignores. Drawing them independently per responder would count it."""
+    m = h.shape[1]
+    ids = rng.integers(0, m, size=(n_boot, n_draws)) + m * np.arange(n_boot)[:, None]
+    counts = np.bincount(ids.ravel(), minlength=n_boot * m).reshape(n_boot, m).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n = counts @ paired.T.astype(float)
+        return counts @ np.where(paired, h, 0.0).T / n, counts @ np.where(paired, j, 0.0).T / n
+
+
+def _icc_of(mh: np.ndarray, mj: np.ndarray, slots: np.ndarray | None = None) -> np.ndarray:
+    """ICC(C,1) per replicate of responder means, the responders in ``slots`` (all if None)."""
+    if slots is not None:
+        mh, mj = np.take_along_axis(mh, slots, -1), np.take_along_axis(mj, slots, -1)
+    stacked = np.stack([mh, mj], axis=-1)
+    # icc_batch takes one batch axis: fold any others into it and back.
+    return stats.icc_batch(stacked.reshape(-1, *stacked.shape[-2:]))[0].reshape(stacked.shape[:-2])
 
 
 def _width(draws: np.ndarray, level: float) -> float:
@@ -143,25 +156,47 @@ def _width(draws: np.ndarray, level: float) -> float:
     return float(high - low)
 
 
+def _responder_range(
+    mh: np.ndarray, mj: np.ndarray, *, n_slots: int, level: float, n_outer: int,
+    rng: np.random.Generator,
+) -> tuple[float, float]:  # fmt: skip
+    """The 95 % range of the projected width over ``n_outer`` resamples of the observed
+    responders: a projection from a handful of responders is as uncertain as their spread."""
+    n_inner, n = mh.shape
+    chosen = rng.integers(0, n, size=(n_outer, 1, n))
+    slots = np.take_along_axis(chosen, rng.integers(0, n, size=(n_outer, n_inner, n_slots)), -1)
+    shape = (n_outer, n_inner, n)
+    draws = _icc_of(np.broadcast_to(mh, shape), np.broadcast_to(mj, shape), slots)
+    widths = np.array([_width(d, level) for d in draws])
+    widths = widths[np.isfinite(widths)]
+    if widths.size < 2:
+        return math.nan, math.nan
+    low, high = np.quantile(widths, [0.025, 0.975])
+    return float(low), float(high)
+
+
 def icc_lever(
     human: ArrayLike,
     judge: ArrayLike,
     *,
     factor: float = 2.0,
     n_boot: int = 1000,
+    n_outer: int = 200,
+    min_responders: int = MIN_RESPONDERS_PROJECTED,
     seed: int | np.random.Generator | None = 0,
     level: float = 0.95,
     label: str = "this judge and attribute",
 ) -> IccLever:
-    """Which lever narrows the ICC(C,1) interval: ``factor`` × the conversations per responder,
-    or ``factor`` × the responders? ``human``/``judge`` are (responders, conversations) arrays of
-    per-conversation scores, NaN where missing (as for stats.bootstrap_icc_ci_two_stage).
+    """Which lever narrows the ICC(C,1) interval: ``factor`` × the conversations, or
+    ``factor`` × the responders? ``human``/``judge`` are (responders, conversations) arrays of
+    per-conversation scores, NaN where missing, a column being the same conversation for every
+    responder (as for stats.bootstrap_icc_ci_two_stage).
 
-    Both projections rerun the two-stage bootstrap with the lever pulled: the conversation
-    stage draws ``factor`` × as many conversations (their noise in a responder mean shrinks by
-    ``factor``), or the responder stage draws ``factor`` × as many responders. The observed
-    responder means still carry today's conversation noise, so the first projection is
-    optimistic at most by that much.
+    The interval now is the two-stage bootstrap with conversations drawn jointly across
+    responders (:func:`_conversation_means`). More conversations: the same with ``factor`` ×
+    as many conversation draws. More responders: ``factor`` × as many responder slots, drawn
+    from the observed ones; its range comes from redoing that on ``n_outer`` resamples of the
+    observed responders, with ``n_boot // 4`` draws each; not below ``min_responders``.
     """
     if not factor > 1:
         raise ValueError(f"factor must be above 1, got {factor}")
@@ -171,45 +206,68 @@ def icc_lever(
     paired = np.isfinite(h) & np.isfinite(j)
     rows = np.flatnonzero(paired.any(axis=1))
     n = int(rows.size)
+    nan = math.nan
     if n < 3:
         return IccLever(
-            math.nan, n, 0.0, math.nan, math.nan, math.nan, math.nan, factor,
+            nan, n, 0.0, nan, nan, nan, nan, nan, nan, factor,
             f"{label}: fewer than three responders have paired scores",
         )  # fmt: skip
+    cols = paired[rows].any(axis=0)
+    h, j, paired = h[rows][:, cols], j[rows][:, cols], paired[rows][:, cols]
+    m = h.shape[1]
+    mean_h = np.where(paired, h, 0.0).sum(axis=1) / paired.sum(axis=1)
+    mean_j = np.where(paired, j, 0.0).sum(axis=1) / paired.sum(axis=1)
     rng = np.random.default_rng(seed)
-    means = np.array([[h[r, paired[r]].mean(), j[r, paired[r]].mean()] for r in rows])
-    now = _draws(h, j, paired, rows, n_slots=n, conv_factor=1, n_boot=n_boot, rng=rng)
-    resp = _draws(h, j, paired, rows, n_slots=n, conv_factor=0, n_boot=n_boot, rng=rng)
-    more_c = _draws(h, j, paired, rows, n_slots=n, conv_factor=factor, n_boot=n_boot, rng=rng)
-    more_r = _draws(
-        h, j, paired, rows, n_slots=int(round(factor * n)), conv_factor=1, n_boot=n_boot, rng=rng
+    mh, mj = _conversation_means(h, j, paired, n_draws=m, n_boot=n_boot, rng=rng)
+    slots = rng.integers(0, n, size=(n_boot, n))
+    now = _icc_of(mh, mj, slots)
+    conversations_only = _icc_of(mh, mj)
+    ch, cj = _conversation_means(
+        h, j, paired, n_draws=int(round(factor * m)), n_boot=n_boot, rng=rng
     )
-    width_now, width_c, width_r = (_width(d, level) for d in (now, more_c, more_r))
-    v_two, v_resp = float(np.nanvar(now)), float(np.nanvar(resp))
-    share = float(np.clip(1 - v_resp / v_two, 0, 1)) if v_two > 0 else math.nan
+    width_now, width_c = _width(now, level), _width(_icc_of(ch, cj, slots), level)
+    v_two = float(np.nanvar(now))
+    share = float(np.nanvar(conversations_only)) / v_two if v_two > 0 else nan
     times = f"{factor:g}×"
+    width_r = low_r = high_r = nan
+    if n >= max(min_responders, 3):
+        more = rng.integers(0, n, size=(n_boot, int(round(factor * n))))
+        width_r = _width(_icc_of(mh, mj, more), level)
+        low_r, high_r = _responder_range(
+            mh[: max(n_boot // 4, 50)], mj[: max(n_boot // 4, 50)],
+            n_slots=int(round(factor * n)), level=level, n_outer=n_outer, rng=rng,
+        )  # fmt: skip
+        responders = (
+            f"{times} the responders, if new ones spread like these {n}: about "
+            f"{width_r:.2f} (95 % range of the projection {low_r:.2f}–{high_r:.2f})"
+        )
+    else:
+        responders = (
+            f"{times} the responders: not projected from {n} responders (below "
+            f"{min_responders} the projection is no guide)"
+        )
     if math.isnan(width_now):
         verdict = f"{label}: the ICC interval could not be estimated"
-    elif width_c > 0.9 * width_now and width_r < width_c:
+    elif width_c > 0.9 * width_now:
         verdict = (
             f"{label}: rating {times} the conversations will not settle it (CI width "
-            f"{width_now:.2f} → {width_c:.2f}); {times} the responders will "
-            f"({width_now:.2f} → {width_r:.2f})"
+            f"{width_now:.2f} → {width_c:.2f}); {responders}"
         )
     else:
         verdict = (
-            f"{label}: {times} the conversations per responder narrows the CI width "
-            f"{width_now:.2f} → {width_c:.2f}, {times} the responders {width_now:.2f} → "
-            f"{width_r:.2f}"
+            f"{label}: {times} the conversations narrows the CI width {width_now:.2f} → "
+            f"{width_c:.2f}; {responders}"
         )
     return IccLever(
-        icc_c1=float(stats.icc(means).icc_c1),
+        icc_c1=float(stats.icc(np.column_stack([mean_h, mean_j])).icc_c1),
         n_responders=n,
-        n_conversations=float(paired[rows].sum(axis=1).mean()),
+        n_conversations=float(paired.sum(axis=1).mean()),
         conversation_share=share,
         width_now=width_now,
         width_more_conversations=width_c,
         width_more_responders=width_r,
+        width_more_responders_low=low_r,
+        width_more_responders_high=high_r,
         factor=factor,
         verdict=verdict,
     )
@@ -222,6 +280,8 @@ LEVER_COLUMNS: tuple[str, ...] = (
     "width_now",
     "width_more_conversations",
     "width_more_responders",
+    "width_more_responders_low",
+    "width_more_responders_high",
     "conversation_share",
     "verdict",
 )
@@ -261,6 +321,8 @@ def icc_lever_table(
                 "width_now": lever.width_now,
                 "width_more_conversations": lever.width_more_conversations,
                 "width_more_responders": lever.width_more_responders,
+                "width_more_responders_low": lever.width_more_responders_low,
+                "width_more_responders_high": lever.width_more_responders_high,
                 "conversation_share": lever.conversation_share,
                 "verdict": lever.verdict,
             }

@@ -56,7 +56,8 @@ def study_calibration(*, study: Study, block: int = DRIFT_BLOCK) -> list[RaterCa
         entry = cells.setdefault((int(r), int(a)), [0.0, 0])
         entry[0] += v
         entry[1] += 1
-    assignments = Assignment.objects.filter(conversation__study=study).exclude(
+    # Part 0 only: a top-up part (responses added later) is no new conversation nor repeat.
+    assignments = Assignment.objects.filter(conversation__study=study, part=0).exclude(
         status=Assignment.Status.RECLAIMED
     )
     submitted_order: dict[int, dict[int, int]] = {}

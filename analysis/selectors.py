@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
+from django.utils import timezone
 
 from analysis import reports, stats
 from analysis.copy_read import RatingScores, packed_rating_scores, plain_columns
@@ -254,10 +255,10 @@ def _frame(
         )
     }
     responders = {
-        pk: (key, family)
-        for pk, key, family in Responder.objects.filter(
+        pk: (key, family, is_reference)
+        for pk, key, family, is_reference in Responder.objects.filter(
             pk__in=np.unique(resp).tolist()
-        ).values_list("id", "key", "family")
+        ).values_list("id", "key", "family", "is_reference")
     }
     # Clinicians by their study code from here on: every report, chart and table built from
     # this frame is pseudonymous (analysis/pseudonyms.py).
@@ -268,6 +269,24 @@ def _frame(
             "id", "name", "kind"
         )
     }
+
+    # One canonical row order instead of the order the ratings were stored in: pandas and the
+    # reports number conversations, responders and judges in order of first appearance, and a
+    # bootstrap resamples by those numbers, so the same ratings stored in another order (a
+    # study re-imported from its release) would otherwise give other intervals. Conversations
+    # as created, the human reference first and then responders by key, raters by kind and
+    # label; ratings that tie keep their stored order.
+    order = _canonical_order(
+        at,
+        (
+            conv,
+            _ranks(
+                resp, sorted(responders, key=lambda k: (not responders[k][2], responders[k][0]))
+            ),
+            _ranks(rater, sorted(raters, key=lambda k: (raters[k][1], raters[k][0]))),
+        ),
+    )
+    at, attribute, score = at[order], attribute[order], score[order]
 
     def per_score(ids: np.ndarray, table: Mapping[int, str]) -> pd.Categorical:
         labels = _lookup(ids, table)
@@ -287,6 +306,33 @@ def _frame(
         },
         columns=list(FRAME_COLUMNS),
     )
+
+
+def _ranks(ids: np.ndarray, ordered: Sequence[int]) -> np.ndarray:
+    """Each id's position in `ordered` (which holds every id in use)."""
+    if not len(ordered):
+        return np.zeros(len(ids), dtype=np.int64)
+    keys = np.asarray(ordered, dtype=np.int64)
+    sorter = np.argsort(keys)
+    return sorter[np.searchsorted(keys, ids, sorter=sorter)].astype(np.int64)
+
+
+def _canonical_order(at: np.ndarray, keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The score rows' order when their ratings are sorted by `keys` (most significant first,
+    one value per rating; stable). Scores stored rating by rating (`at` non-decreasing, as
+    both reads give them) are moved as blocks, without sorting the scores themselves."""
+    n = len(keys[0])
+    if not len(at) or not n:
+        return np.arange(len(at))
+    perm = np.lexsort(tuple(reversed(keys)))  # np.lexsort: last key primary; stable
+    counts = np.bincount(at, minlength=n)
+    if bool(np.all(at[1:] >= at[:-1])):
+        starts = np.cumsum(counts) - counts
+        moved = counts[perm]
+        return np.repeat(starts[perm] - (np.cumsum(moved) - moved), moved) + np.arange(len(at))
+    rank = np.empty(n, dtype=np.int64)
+    rank[perm] = np.arange(n)
+    return np.argsort(rank[at], kind="stable")
 
 
 def invalid_clinician_cells(*, study: Study) -> dict[str, int]:
@@ -332,6 +378,22 @@ def ratings_version(*, study: Study) -> str:
     )
     last = agg["last"].isoformat() if agg["last"] else "-"
     return f"{agg['n']}:{last}"
+
+
+def ratings_stamp(*, study: Study) -> str:
+    """What researchers are told of the ratings' state (the API's `ratings_version`): the number
+    of submitted ratings and the day the latest of them changed, "<n>:<YYYY-MM-DD>".
+
+    Drafts are left out and the time of day too: researchers see submitted ratings dated to the
+    day, so a stamp that moved with every autosave, at microsecond resolution, would tell them
+    when each clinician was working. (`ratings_version`, which also counts drafts, stays inside
+    the report cache's keys and is never shown.)
+    """
+    agg = Rating.objects.filter(
+        response__conversation__study=study, status=Rating.Status.COMPLETE
+    ).aggregate(last=Max("updated_at"), n=Count("id"))
+    day = timezone.localdate(agg["last"]).isoformat() if agg["last"] else "-"
+    return f"{agg['n']}:{day}"
 
 
 def coverage(*, study: Study, filters: Filters | None = None) -> dict[str, object]:

@@ -2,6 +2,7 @@ from django.urls import path
 
 from . import views
 from .judge_assisted_views import judge_assisted_dashboard
+from .release_views import release_download, release_page
 
 app_name = "analysis"
 
@@ -16,6 +17,8 @@ urlpatterns = [
     path("studies/<int:study_id>/tables/<slug:name>.csv", views.table_csv, name="table_csv"),
     path("studies/<int:study_id>/ratings.csv", views.ratings_csv, name="ratings_csv"),
     path("studies/<int:study_id>/retest/", views.retest, name="retest"),
+    path("studies/<int:study_id>/release/", release_page, name="release"),
+    path("studies/<int:study_id>/release.zip", release_download, name="release_zip"),
     path("distortions/kappa-f1/", views.kappa_f1, name="kappa_f1"),
     path("distortions/<int:study_id>/", views.distortion_dashboard, name="distortions"),
     path(

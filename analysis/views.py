@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -430,7 +431,12 @@ def kappa_f1(request: HttpRequest) -> HttpResponse:
         text = io.TextIOWrapper(upload.file, encoding="utf-8-sig", newline="")
         try:
             y_true, y_pred, kind, labels = distortions.read_predictions_csv(
-                text, kind=form.cleaned_data["kind"] or None, labels=form.label_list()
+                text,
+                kind=form.cleaned_data["kind"] or None,
+                labels=form.label_list(),
+                max_rows=settings.KAPPA_F1_MAX_ROWS,
+                max_labels=settings.KAPPA_F1_MAX_LABELS,
+                name=upload.name,
             )
             result = distortions.kappa_f1_report(
                 y_true,

@@ -46,6 +46,11 @@ class ViewOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
 
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        # Every field is shown read-only, so a listed field Django cannot put in a form (an
+        # auto_now_add time such as changed_at) is displayed instead of failing the page.
+        return [field.name for field in self.model._meta.fields]
+
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
@@ -149,6 +154,7 @@ class AssignmentAdmin(ViewOnlyAdmin):
         "rater",
         "conversation",
         "kind",
+        "part",
         "status",
         "active_seconds",
         "last_activity_at",

@@ -14,10 +14,16 @@ from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_POST
 
 from .csvsafe import safe_writer
-from .forms import AssignForm, InviteForm, RaterChoiceForm
+from .forms import AssignForm, ClinicianSampleForm, InviteForm, RaterChoiceForm
 from .models import Assignment, Study
 from .roles import ADMIN, AuthenticatedHttpRequest, manageable_users, role_required
-from .selectors import assignments_for_admin, clinician_progress, label_changes, rating_changes
+from .selectors import (
+    assignments_for_admin,
+    clinician_progress,
+    clinician_sample_current,
+    label_changes,
+    rating_changes,
+)
 from .services import (
     assignment_is_stale,
     assignment_reassign,
@@ -26,6 +32,8 @@ from .services import (
     clinician_create,
     user_password_token_issue,
 )
+from .services.sampling import clinician_sample_draw
+from .tokens import password_token_generator
 from .topup import topup_summary
 
 ASSIGNMENTS_SHOWN = 500
@@ -55,6 +63,9 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
         "assign_form": extra.pop("assign_form", None)
         or AssignForm(initial={"study": study.pk if study else None}),
         "invite_form": extra.pop("invite_form", None) or InviteForm(),
+        "sample": clinician_sample_current(study=study) if study else None,
+        "sample_form": extra.pop("sample_form", None)
+        or ClinicianSampleForm(initial={"study": study.pk if study else None}),
         # Listed once for every row's reassign/reclaim menu (a form field would query per row).
         "clinicians": [p.rater for p in progress],
         # Reset links only where the signed-in admin may issue one (one query for all rows).
@@ -80,11 +91,19 @@ def assign(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
+            sample = clinician_sample_current(study=data["study"])
+            if data["sample_only"] and sample is None:
+                raise ValueError("the study has no clinician sample: draw one first")
             created = assignments_create(
                 study=data["study"],
                 clinicians=list(data["clinicians"]),
                 overlap=data["overlap"],
                 overlap_fraction=data["overlap_percent"] / 100,
+                conversations=(
+                    set(sample.conversations.values_list("pk", flat=True))
+                    if data["sample_only"] and sample
+                    else None
+                ),
             )
         except ValueError as exc:
             form.add_error(None, str(exc))
@@ -92,6 +111,28 @@ def assign(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"{len(created)} assignments created.")
             return redirect(f"{reverse('annotation:manage')}?study={data['study'].pk}")
     return _overview(request, assign_form=form, status=422)
+
+
+@require_POST
+@role_required(ADMIN)
+def sample_draw(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = ClinicianSampleForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            sample = clinician_sample_draw(
+                study=data["study"],
+                size=data["size"],
+                method=data["method"],
+                seed=data["seed"],
+                user=request.user,
+            )
+        except ValueError as exc:
+            form.add_error("size", str(exc))
+        else:
+            messages.success(request, f"Drew {sample.describe()}.")
+            return redirect(f"{reverse('annotation:manage')}?study={data['study'].pk}")
+    return _overview(request, sample_form=form, status=422)
 
 
 def _rater_action(request: HttpRequest, pk: int, action) -> HttpResponse:
@@ -235,6 +276,8 @@ def audit(request: HttpRequest) -> HttpResponse:
 class PasswordSetView(auth_views.PasswordResetConfirmView):
     template_name = "registration/password_set.html"
     success_url = reverse_lazy("annotation:password_set_done")
+    # Voided by any change of the account's rights, not only by a new password.
+    token_generator = password_token_generator
 
 
 def password_set_done(request: HttpRequest) -> HttpResponse:

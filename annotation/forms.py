@@ -3,7 +3,7 @@ from typing import Any, cast
 from django import forms
 from django.http import QueryDict
 
-from .models import Rater, Study
+from .models import ClinicianSample, Rater, Study
 
 
 class ImportForm(forms.Form):
@@ -108,6 +108,11 @@ class AssignForm(forms.Form):
         initial=0,
         help_text="% of conversations that get that many clinicians (100 = all)",
     )
+    sample_only = forms.BooleanField(
+        required=False,
+        label="Only the study's clinician sample",
+        help_text="assign just the conversations drawn below (the study's design)",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -129,3 +134,17 @@ class RaterChoiceForm(forms.Form):
 class InviteForm(forms.Form):
     username = forms.CharField(max_length=150)
     email = forms.EmailField(required=False)
+
+
+class ClinicianSampleForm(forms.Form):
+    study = forms.ModelChoiceField(queryset=Study.objects.all(), widget=forms.HiddenInput)
+    size = forms.IntegerField(
+        min_value=1, help_text="conversations for clinicians to rate (e.g. 100 of 1,000)"
+    )
+    method = forms.ChoiceField(choices=ClinicianSample.Method.choices, initial="uniform")
+    seed = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**63 - 1,
+        help_text="leave empty for a fresh random seed; it is stored with the sample",
+    )

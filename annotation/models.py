@@ -145,6 +145,43 @@ class Conversation(models.Model):
         return f"{self.study} #{self.external_id}"
 
 
+class ClinicianSample(models.Model):
+    """The conversations a study sends to clinicians, drawn inside the platform with a recorded
+    seed: the design that judge-assisted estimates use by default (docs/judge-assisted.md).
+
+    "Whatever clinicians happened to rate" is not a design: a judge-assisted interval is valid
+    for the mean over the study when the rated conversations are a random sample of it. The
+    latest sample of a study is its design; earlier ones are kept for the record.
+    """
+
+    class Method(models.TextChoices):
+        UNIFORM = "uniform", "uniform random conversations"
+        STRATIFIED = "stratified", "stratified by first condition, proportional allocation"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="clinician_samples")
+    method = models.CharField(max_length=16, choices=Method.choices)
+    size = models.PositiveIntegerField()
+    population = models.PositiveIntegerField(help_text="conversations the sample was drawn from")
+    seed = models.BigIntegerField()
+    conversations = models.ManyToManyField(Conversation, related_name="clinician_samples")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.study}: {self.describe()}"
+
+    def describe(self) -> str:
+        return (
+            f"clinician sample #{self.pk}: {self.size} of {self.population} conversations, "
+            f"{self.get_method_display()}, seed {self.seed}"
+        )
+
+
 class Responder(models.Model):
     """Who wrote a response: the dataset's human reference or a model."""
 
@@ -243,6 +280,9 @@ class Assignment(models.Model):
     # The permutation is drawn once from this recorded seed and stored in AssignmentItem.position.
     seed = models.BigIntegerField(default=new_seed)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # 0: the conversation as first assigned. Responses added after the clinician started it come
+    # as a task of their own, part 1, 2, …, so that submitted work stays submitted (top-up).
+    part = models.PositiveSmallIntegerField(default=0)
     flag_reason = models.TextField(blank=True)
     active_seconds = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -257,8 +297,8 @@ class Assignment(models.Model):
         ordering = ["rater", "id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["rater", "conversation", "kind"],
-                name="assignment_unique_rater_conversation_kind",
+                fields=["rater", "conversation", "kind", "part"],
+                name="assignment_unique_rater_conversation_kind_part",
             )
         ]
         indexes = [models.Index(fields=["rater", "status"])]
@@ -294,6 +334,9 @@ class AssignmentItem(models.Model):
     response = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="+")
     position = models.PositiveSmallIntegerField()
     token = models.CharField(max_length=32, unique=True, default=new_token)
+    # A response the clinician rated in an earlier part of the same conversation: shown among the
+    # new ones with its scores, read-only, so the new ones sit at random places among all.
+    earlier = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["assignment", "position"]

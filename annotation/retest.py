@@ -16,7 +16,7 @@ import random
 from django.db import transaction
 
 from .models import Assignment, AssignmentItem, Study
-from .presentation import presentation_order
+from .presentation import presentation_order, queue_place_at_random
 from .training import calibration_settings_get
 
 # Re-drawing a seed until the order differs: with two or more responses a different permutation
@@ -33,8 +33,8 @@ def retest_schedule(
 
     Holds a lock on the study row, so two submits at once cannot schedule past the plan.
     """
-    if assignment.kind != Assignment.Kind.RATING:
-        return None
+    if assignment.kind != Assignment.Kind.RATING or assignment.part:
+        return None  # a top-up part is no new conversation
     study = Study.objects.select_for_update().get(pk=assignment.conversation.study_id)
     if study.kind != Study.Kind.RESPONSE_RATING:
         return None
@@ -48,7 +48,8 @@ def retest_schedule(
     if len(repeated) >= plan.retest_count:
         return None
     submitted = list(
-        mine.filter(kind=Assignment.Kind.RATING, status=Assignment.Status.SUBMITTED)
+        # Part 0 only: a top-up part is the same conversation again, not another submission.
+        mine.filter(kind=Assignment.Kind.RATING, part=0, status=Assignment.Status.SUBMITTED)
         .order_by("submitted_at", "id")
         .values_list("conversation_id", flat=True)
     )
@@ -59,8 +60,19 @@ def retest_schedule(
         return None
     rng = rng or random.SystemRandom()
     conversation_id = rng.choice(candidates)
-    original = mine.get(kind=Assignment.Kind.RATING, conversation_id=conversation_id)
-    responses = list(original.items.values_list("response_id", flat=True))
+    original = mine.get(kind=Assignment.Kind.RATING, conversation_id=conversation_id, part=0)
+    # Every response the clinician was given in the conversation, top-up parts included, so the
+    # repeat shows the same responses as its original.
+    responses = list(
+        AssignmentItem.objects.filter(
+            assignment__in=mine.filter(
+                kind=Assignment.Kind.RATING, conversation_id=conversation_id
+            ).exclude(status=Assignment.Status.RECLAIMED)
+        )
+        .order_by()
+        .values_list("response_id", flat=True)
+        .distinct()
+    )
     first = list(original.items.order_by("position").values_list("response_id", flat=True))
     seed = rng.getrandbits(63)
     for _ in range(MAX_DRAWS):
@@ -78,14 +90,5 @@ def retest_schedule(
         AssignmentItem(assignment=repeat, response_id=response_id, position=position)
         for position, response_id in enumerate(presentation_order(responses, seed))
     )
-    # A random place among the clinician's unstarted work (the queue is ordered by creation
-    # time), so repeats do not gather at the end of the queue.
-    pending = list(
-        mine.filter(status=Assignment.Status.PENDING)
-        .exclude(pk=repeat.pk)
-        .values_list("created_at", flat=True)
-    )
-    if pending:
-        Assignment.objects.filter(pk=repeat.pk).update(created_at=rng.choice(pending))
-        repeat.refresh_from_db(fields=["created_at"])
+    queue_place_at_random(repeat, rng=rng)
     return repeat

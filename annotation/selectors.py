@@ -16,6 +16,7 @@ from .models import (
     Assignment,
     AssignmentItem,
     Attribute,
+    ClinicianSample,
     DistortionLabel,
     LabelAnnotation,
     LabelChange,
@@ -26,7 +27,10 @@ from .models import (
     Study,
 )
 
-DONE = (Assignment.Status.SUBMITTED, Assignment.Status.FLAGGED)
+# What a "done" count counts: submitted real work (repeats and top-up parts are real work to the
+# clinician). Practice is training, not work; flagged work was set aside, not done, and leaves the
+# total too. Submitted work never reopens (a top-up adds a part), so "done" never goes backwards.
+NOT_COUNTED = (Assignment.Status.RECLAIMED, Assignment.Status.FLAGGED)
 
 
 def assignment_get_for_user(*, user, token: str) -> Assignment:
@@ -66,8 +70,13 @@ class Progress:
 
 
 def progress_for_user(*, user) -> Progress:
-    counts = assignments_for_user(user=user).aggregate(
-        total=Count("id"), done=Count("id", filter=Q(status__in=DONE))
+    counts = (
+        assignments_for_user(user=user)
+        .exclude(kind=Assignment.Kind.PRACTICE)
+        .exclude(status__in=NOT_COUNTED)
+        .aggregate(
+            total=Count("id"), done=Count("id", filter=Q(status=Assignment.Status.SUBMITTED))
+        )
     )
     return Progress(done=counts["done"], total=counts["total"])
 
@@ -108,6 +117,8 @@ class ItemView:
     # [(group code, group label, [(attribute, chosen score or None)])], ready for the template.
     groups: list[tuple[str, str, list[tuple["AttributeView", int | None]]]]
     missing: list[str] = field(default_factory=list)
+    # Rated and submitted in an earlier part of the conversation: shown read-only.
+    earlier: bool = False
 
     @property
     def scored(self) -> int:
@@ -130,11 +141,15 @@ class RatingPage:
 
     @property
     def scored(self) -> int:
-        return sum(item.scored for item in self.items)
+        return sum(item.scored for item in self.items if not item.earlier)
 
     @property
     def total(self) -> int:
-        return sum(item.total for item in self.items)
+        return sum(item.total for item in self.items if not item.earlier)
+
+    @property
+    def has_earlier(self) -> bool:
+        return any(item.earlier for item in self.items)
 
 
 def rubric_groups(*, rubric_id: int) -> list[tuple[str, str, list[AttributeView]]]:
@@ -181,7 +196,7 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
     items = list(
         AssignmentItem.objects.filter(assignment=assignment)
         .order_by("position")
-        .values("token", "position", "response_id", "response__text")
+        .values("token", "position", "response_id", "response__text", "earlier")
     )
     ratings = {
         r["response_id"]: r
@@ -211,6 +226,7 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
                     (code, label, [(a, chosen.get(a.id)) for a in group])
                     for code, label, group in groups
                 ],
+                earlier=item["earlier"],
             )
         )
     return RatingPage(
@@ -235,15 +251,16 @@ class ClinicianProgress:
 
     @property
     def total(self) -> int:
-        return sum(v for k, v in self.counts.items() if k != Assignment.Status.RECLAIMED)
+        """Real work assigned, flagged and reclaimed work left out (the table shows flags)."""
+        return sum(v for k, v in self.counts.items() if k not in NOT_COUNTED)
 
     @property
     def done(self) -> int:
-        return sum(self.counts[s] for s in DONE)
+        return self.counts[Assignment.Status.SUBMITTED]
 
 
 def clinician_progress(*, study=None) -> list[ClinicianProgress]:
-    rows = Assignment.objects.all()
+    rows = Assignment.objects.exclude(kind=Assignment.Kind.PRACTICE)
     if study is not None:
         rows = rows.filter(conversation__study=study)
     per: dict[int, Counter] = {}
@@ -393,3 +410,12 @@ def study_label_names(*, study_id: int) -> list[str]:
         .order_by("position")
         .values_list("name", flat=True)
     )
+
+
+def clinician_sample_current(*, study: Study) -> ClinicianSample | None:
+    """The study's design: its latest clinician sample, or None when it has none."""
+    return ClinicianSample.objects.filter(study=study).order_by("-created_at", "-id").first()
+
+
+def clinician_sample_external_ids(*, sample: ClinicianSample) -> set[str]:
+    return set(sample.conversations.values_list("external_id", flat=True))

@@ -1,13 +1,22 @@
-"""Top-up assignments: responses added to conversations that clinicians already hold.
+"""Top-up: responses added to conversations that clinicians already hold.
 
 A generation run (or a later import) can add a response to a conversation after it was
 assigned; the clinicians holding it never see the new response, and assigning again creates
-nothing (the conversation is already theirs). `topup_missing` counts what is missing and
-`topup_assign` adds one AssignmentItem per missing response to each live assignment, audited in
-AssignmentChange. A submitted conversation reopens (the new responses need scores; the scores
-given before stay). An unstarted one gets its whole order drawn again from its seed, as if the
-response had been there from the start; a started one gets the new responses after the ones
-already shown, in random order, so that the labels the clinician has seen do not change.
+nothing (the conversation is already theirs). `topup_summary` counts what is missing and
+`topup_assign` gives it to them, audited in AssignmentChange:
+
+- Work nobody has started gets its whole order drawn again from its seed, as if the new
+  responses had been there from the start.
+- Work that was started or submitted is left as it is: submitted stays submitted, its scores
+  locked and counted. The new responses come as a task of their own for the same clinician (the
+  next `Assignment.part`): the conversation with all its responses in a fresh random order with
+  fresh letters, those rated before shown read-only with their scores (`AssignmentItem.earlier`)
+  and the new ones to rate. So the new responses sit at random places and letters, never "the
+  last letter", and no letter or position names a system across conversations or clinicians.
+- Repeats (test-retest) are topped up by the same rule as real work, so a repeat shows the same
+  responses as its original and cannot be told from it by a missing response.
+- Flagged work was set aside on purpose and is left alone; reclaimed work lives on in another
+  assignment, which is topped up instead.
 """
 
 from __future__ import annotations
@@ -18,27 +27,32 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from .models import Assignment, AssignmentChange, AssignmentItem, Rating, Response, Study
-from .presentation import presentation_items
-
-# Flagged work was set aside on purpose and reclaimed work lives on in another assignment.
-TOPPED_UP = (
-    Assignment.Status.PENDING,
-    Assignment.Status.IN_PROGRESS,
-    Assignment.Status.SUBMITTED,
+from .models import (
+    Assignment,
+    AssignmentChange,
+    AssignmentItem,
+    Rating,
+    Response,
+    Study,
 )
+from .presentation import presentation_items, queue_place_at_random
+
+# Practice conversations train against fixed references and never change.
+TOPPED_UP_KINDS = (Assignment.Kind.RATING, Assignment.Kind.RETEST)
+
+Group = tuple[int, int, str]  # (rater, conversation, kind): one conversation's parts
 
 
 @dataclass
 class TopUpSummary:
-    assignments: int  # live assignments missing at least one response
+    assignments: int  # conversations × clinicians (× repeat) missing at least one response
     clinicians: int
     conversations: int
-    items: int  # AssignmentItems a top-up would create
+    items: int  # responses a top-up adds, over all of them
 
 
-def _missing(study: Study) -> dict[int, list[int]]:
-    """Assignment id → ids of the conversation's responses it does not show."""
+def _missing(study: Study) -> dict[Group, tuple[list[Assignment], list[int]]]:
+    """Each clinician's conversation (its parts) → the ids of its responses they were not given."""
     responses: dict[int, set[int]] = {}
     for pk, conversation_id in (
         Response.objects.filter(conversation__study=study, conversation__practice=False)
@@ -46,39 +60,40 @@ def _missing(study: Study) -> dict[int, list[int]]:
         .values_list("id", "conversation_id")
     ):
         responses.setdefault(conversation_id, set()).add(pk)
-    assignments = Assignment.objects.filter(
-        conversation__study=study,
-        # A repeat compares a clinician with their own first ratings: a response they never
-        # rated first has nothing to be compared with (the real assignment gets it instead).
-        kind=Assignment.Kind.RATING,
-        status__in=TOPPED_UP,
-    )
+    parts: dict[Group, list[Assignment]] = {}
+    for assignment in (
+        Assignment.objects.filter(conversation__study=study, kind__in=TOPPED_UP_KINDS)
+        .exclude(status=Assignment.Status.RECLAIMED)
+        .order_by("part")
+    ):
+        key = (assignment.rater_id, assignment.conversation_id, assignment.kind)
+        parts.setdefault(key, []).append(assignment)
     shown: dict[int, set[int]] = {}
-    conversation_of: dict[int, int] = {}
-    for pk, conversation_id in assignments.values_list("id", "conversation_id"):
-        shown[pk] = set()
-        conversation_of[pk] = conversation_id
     for assignment_id, response_id in AssignmentItem.objects.filter(
-        assignment__in=assignments
+        assignment__conversation__study=study, assignment__kind__in=TOPPED_UP_KINDS
     ).values_list("assignment_id", "response_id"):
-        shown[assignment_id].add(response_id)
-    return {
-        pk: sorted(responses.get(conversation_of[pk], set()) - items)
-        for pk, items in shown.items()
-        if responses.get(conversation_of[pk], set()) - items
-    }
+        shown.setdefault(assignment_id, set()).add(response_id)
+    missing = {}
+    for key, group in parts.items():
+        if any(a.status == Assignment.Status.FLAGGED for a in group):
+            continue
+        given = set().union(*(shown.get(a.pk, set()) for a in group))
+        new = sorted(responses.get(key[1], set()) - given)
+        if new:
+            missing[key] = (group, new)
+    return missing
 
 
 def topup_summary(*, study: Study) -> TopUpSummary:
-    missing = _missing(study)
-    rows = list(
-        Assignment.objects.filter(pk__in=list(missing)).values_list("rater_id", "conversation_id")
-    )
+    return _summary(_missing(study))
+
+
+def _summary(missing: dict[Group, tuple[list[Assignment], list[int]]]) -> TopUpSummary:
     return TopUpSummary(
         assignments=len(missing),
-        clinicians=len({r for r, _ in rows}),
-        conversations=len({c for _, c in rows}),
-        items=sum(len(v) for v in missing.values()),
+        clinicians=len({rater for rater, _, _ in missing}),
+        conversations=len({conversation for _, conversation, _ in missing}),
+        items=sum(len(new) for _, new in missing.values()),
     )
 
 
@@ -86,57 +101,71 @@ def topup_summary(*, study: Study) -> TopUpSummary:
 def topup_assign(
     *, study: Study, user: User | None, rng: random.Random | None = None
 ) -> TopUpSummary:
-    """Give every live assignment of the study the responses it lacks. Idempotent: a second
-    run finds nothing missing and creates nothing."""
+    """Give every clinician's conversation the responses it lacks (see the module docstring).
+    Idempotent: a second run finds nothing missing and creates nothing. Holds the study's lock,
+    so two admins topping up at once cannot both add a part."""
     Study.objects.select_for_update().filter(pk=study.pk).first()
     missing = _missing(study)
     rng = rng or random.SystemRandom()
-    done = TopUpSummary(assignments=0, clinicians=0, conversations=0, items=0)
-    raters, conversations = set(), set()
-    for assignment in (
-        Assignment.objects.select_for_update().filter(pk__in=list(missing)).order_by("id")
-    ):
-        new = missing[assignment.pk]
-        items = list(assignment.items.order_by("position"))
-        started = (
-            assignment.status != Assignment.Status.PENDING
-            or Rating.objects.filter(assignment=assignment).exists()
+    for key in sorted(missing):
+        group, new = missing[key]
+        locked = list(
+            Assignment.objects.select_for_update()
+            .filter(pk__in=[a.pk for a in group])
+            .order_by("part")
         )
-        if not started:
-            # Nothing seen yet: the full order again from the recorded seed, as at creation.
-            assignment.items.all().delete()
+        unstarted = [
+            a
+            for a in locked
+            if a.status == Assignment.Status.PENDING
+            and not Rating.objects.filter(assignment=a).exists()
+        ]
+        if unstarted:
+            # Nothing of it seen yet: its whole order again from its recorded seed.
+            target = unstarted[-1]
+            items = list(target.items.all())
+            before = len(items)
+            target.items.all().delete()
             AssignmentItem.objects.bulk_create(
-                presentation_items(assignment, [i.response_id for i in items] + new)
+                presentation_items(
+                    target,
+                    [i.response_id for i in items] + new,
+                    earlier=frozenset(i.response_id for i in items if i.earlier),
+                )
             )
-        else:
-            order = list(new)
-            rng.shuffle(order)
-            start = max((i.position for i in items), default=-1) + 1
-            AssignmentItem.objects.bulk_create(
-                AssignmentItem(assignment=assignment, response_id=r, position=start + n)
-                for n, r in enumerate(order)
-            )
-        AssignmentChange.objects.create(
-            assignment=assignment,
-            field="items",
-            old_value=f"{len(items)} responses",
-            new_value=f"{len(items) + len(new)} responses (added response ids "
-            f"{', '.join(map(str, new))})",
-            changed_by=user,
-        )
-        if assignment.status == Assignment.Status.SUBMITTED:
-            assignment.status = Assignment.Status.IN_PROGRESS
-            assignment.save(update_fields=["status"])
             AssignmentChange.objects.create(
-                assignment=assignment,
-                field="status",
-                old_value=Assignment.Status.SUBMITTED,
-                new_value=Assignment.Status.IN_PROGRESS,
+                assignment=target,
+                field="items",
+                old_value=f"{before} responses",
+                new_value=f"{before + len(new)} responses (added response ids "
+                f"{', '.join(map(str, new))})",
                 changed_by=user,
             )
-        done.assignments += 1
-        done.items += len(new)
-        raters.add(assignment.rater_id)
-        conversations.add(assignment.conversation_id)
-    done.clinicians, done.conversations = len(raters), len(conversations)
-    return done
+            continue
+        last = locked[-1]
+        given = sorted(
+            AssignmentItem.objects.filter(assignment__in=locked)
+            .order_by()
+            .values_list("response_id", flat=True)
+            .distinct()
+        )
+        part = Assignment.objects.create(
+            rater_id=last.rater_id,
+            conversation_id=last.conversation_id,
+            kind=last.kind,
+            part=last.part + 1,
+            seed=rng.getrandbits(63),
+        )
+        AssignmentItem.objects.bulk_create(
+            presentation_items(part, given + new, earlier=frozenset(given))
+        )
+        queue_place_at_random(part, rng=rng)
+        AssignmentChange.objects.create(
+            assignment=part,
+            field="items",
+            old_value=f"{len(given)} responses rated in part {last.part}",
+            new_value=f"part {part.part}: {len(new)} added responses to rate (response ids "
+            f"{', '.join(map(str, new))}) among the {len(given)} rated before",
+            changed_by=user,
+        )
+    return _summary(missing)

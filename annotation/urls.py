@@ -19,6 +19,7 @@ urlpatterns = [
     # Admins.
     path("manage/", admin_views.overview, name="manage"),
     path("manage/assign", admin_views.assign, name="manage_assign"),
+    path("manage/sample", admin_views.sample_draw, name="manage_sample"),
     path("manage/assignments/<int:pk>/reassign", admin_views.reassign, name="manage_reassign"),
     path("manage/assignments/<int:pk>/reclaim", admin_views.reclaim, name="manage_reclaim"),
     path("manage/invite", admin_views.invite, name="manage_invite"),

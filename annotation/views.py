@@ -32,8 +32,8 @@ from .services import (
     assignment_flag,
     assignment_heartbeat,
     assignment_submit,
-    clinician_rater_get_or_create,
     conversations_import,
+    human_workbook_sources,
     judge_rater_get_or_create,
     label_annotation_save,
     label_assignment_submit,
@@ -72,21 +72,24 @@ def _run_import(form: ImportForm, path: Path, user) -> tuple:
                 f"{s['conversations_already_present']} conversations already present"
             ]
             return study, lines, []
-        rater = (
-            clinician_rater_get_or_create(name="MentalAlign-70k clinicians")
-            if kind == "human"
-            else judge_rater_get_or_create(name=form.cleaned_data["judge_name"].strip())
-        )
-        (s,) = mentalalign_import(
-            study=study,
-            sources=[WorkbookSource(workbook=book, rater=rater, sha256=file_sha256(path))],
-            user=user,
-        )
+        if kind == "human":
+            sources = human_workbook_sources(
+                study=study,
+                workbook=book,
+                sha256=file_sha256(path),
+                rater_name="MentalAlign-70k clinicians",
+            )
+        else:
+            rater = judge_rater_get_or_create(name=form.cleaned_data["judge_name"].strip())
+            sources = [WorkbookSource(workbook=book, rater=rater, sha256=file_sha256(path))]
+        summaries = mentalalign_import(study=study, sources=sources, user=user)
     lines = [
-        f"{s['cells']} cells: {s['stored']} stored, {s['invalid']} unparseable (raw text "
+        (f"{s['rater']}: " if len(summaries) > 1 else "")
+        + f"{s['cells']} cells: {s['stored']} stored, {s['invalid']} unparseable (raw text "
         f"kept, no scores), {s['empty']} empty, {s['already_present']} already imported"
+        for s in summaries
     ]
-    return study, lines, s["problems"]
+    return study, lines, [p for s in summaries for p in s["problems"]]
 
 
 @csrf_exempt  # checked by csrf_protect below, once the upload limit is in place

@@ -61,13 +61,16 @@ def _wait_for_port(port: int, timeout: float = 15) -> None:
 
 def _django() -> None:
     os.environ["DATABASE_URL"] = f"{PG}/{DB_NAME}"
-    # No broker: the launch's on-commit submit runs in this process (Celery eager), which is
-    # exactly the work the batch_submit task does on a worker.
+    # Celery eager: the launch's on-commit submit runs in this process, which is exactly the
+    # work the batch_submit task does on a worker.
     os.environ["REDIS_URL"] = ""
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
     os.environ["LOG_LEVEL"] = "WARNING"
     os.environ["MENTALBENCH_KEY_BENCH"] = "sk-bench"
-    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-0123456789abcdefghijklmnop")
+    os.environ.setdefault(
+        "SECRET_KEY", "bench-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
+    )
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -162,7 +165,7 @@ def phase_immediate(study_id: int, endpoint_id: int, items: int) -> dict:
 
     endpoint = ModelEndpoint.objects.get(id=endpoint_id)
     started = time.perf_counter()
-    # Without a broker the launch runs its work loop at commit, in this process (Celery eager):
+    # Celery eager: the launch runs its work loop at commit, in this process:
     # the time covers creating the items and every request, parse and store.
     run = services.judge_run_create(
         study_id=study_id,

@@ -19,7 +19,6 @@ kept as the old baseline. The MentalAlign workbooks are looked for in ../shared/
 """
 
 import argparse
-import csv
 import os
 import random
 import statistics
@@ -28,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from annotation.csvsafe import safe_writer
 from benchmarks.databases import database_env, database_recreate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ def sentence(rng: random.Random, n: int) -> str:
 def write_csv(path: Path, n: int) -> None:
     rng = random.Random(0)
     with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
+        writer = safe_writer(handle)
         writer.writerow(["id", "context", "response", *MODELS, "condition_1", "condition_2"])
         for i in range(n):
             # ~100-word contexts and responses, close to MentalBench-100k's median lengths

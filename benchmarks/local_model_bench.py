@@ -49,7 +49,8 @@ def _fresh_database() -> None:
 
 
 async def _direct(config, prompts, *, concurrency: int, max_tokens: int, schema, names, scale):
-    """The same requests without the platform: a semaphore, the SDK, the parser."""
+    """The same requests without the platform: a semaphore, the SDK, the parser, and the same
+    rule for an answer the token limit cut off (invalid, whatever the parser reads from it)."""
     import openai
 
     from judging.providers import _openai_structured
@@ -73,7 +74,9 @@ async def _direct(config, prompts, *, concurrency: int, max_tokens: int, schema,
             )
         text = response.choices[0].message.content or ""
         parse = parse_judge_output(text, names, scale)
-        results.append((parse.ok, parse.error or "", response.usage.completion_tokens))
+        cut = response.choices[0].finish_reason == "length"
+        error = "cut off by the token limit" if cut else parse.error or ""
+        results.append((parse.ok and not cut, error, response.usage.completion_tokens))
 
     started = time.perf_counter()
     await asyncio.gather(*(one(system, user) for system, user in prompts))

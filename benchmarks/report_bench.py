@@ -186,11 +186,10 @@ def main() -> None:
         start = time.perf_counter()
         n_scores = synthesize(args.conversations)
         print(f"synthesized {n_scores} scores in {time.perf_counter() - start:.1f} s")
-        # Planner statistics as autovacuum would soon have them; without them PostgreSQL
-        # plans the export's joins for empty tables.
-        subprocess.run(
-            ["psql", "-q", "-X", env()["DATABASE_URL"], "-c", "VACUUM ANALYZE"], check=True
-        )
+        # Planner statistics as the importers leave them (analyze_after_commit): without them
+        # PostgreSQL plans the export's joins for empty tables. No VACUUM: a user's database
+        # right after an import has no vacuumed visibility map either.
+        subprocess.run(["psql", "-q", "-X", env()["DATABASE_URL"], "-c", "ANALYZE"], check=True)
     study = Study.objects.get(name=STUDY)
     n_scores = Score.objects.filter(rating__response__conversation__study=study).count()
     attributes = selectors.attribute_names(study=study)

@@ -53,11 +53,13 @@ class ModelEndpointForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # Read when the form is built: the operator's rule comes from the environment.
-        self.fields["api_key_env"].help_text = (
-            "The name of an environment variable on the workers that holds the key; "
-            f"{api_keys.allowed_key_env_rule()}."
-        )
+        # Read when the form is built: the operator's rule comes from the environment. (Staff
+        # who may only view endpoints get a form without editable fields.)
+        if "api_key_env" in self.fields:
+            self.fields["api_key_env"].help_text = (
+                "The name of an environment variable on the workers that holds the key; "
+                f"{api_keys.allowed_key_env_rule()}."
+            )
 
     def clean_api_key(self) -> str:
         new = self.cleaned_data.get("api_key", "")
@@ -87,6 +89,14 @@ class ModelEndpointAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="key set")
     def has_key(self, obj: ModelEndpoint) -> bool:
         return bool(obj.api_key or obj.api_key_env)
+
+    def get_fields(self, request, obj=None):
+        fields = list(super().get_fields(request, obj))
+        if not self.has_change_permission(request, obj):
+            # A view-only page shows every field as text: the stored key (ciphertext) is left
+            # out, and whether there is one is shown instead.
+            fields = [f for f in fields if f != "api_key"] + ["has_key"]
+        return fields
 
 
 @admin.register(Run)

@@ -137,8 +137,9 @@ def api_key_decrypt(*, stored: str) -> str:
 # ------------------------------------------------------------------------------ call time
 
 
-def endpoint_api_key(*, endpoint: ModelEndpoint) -> str | None:
-    """The key to send for `endpoint`, or None to let the SDK use its own variable.
+def endpoint_api_key(*, endpoint: ModelEndpoint) -> str:
+    """The key to send for `endpoint`, or "" when it has none (providers.sdk_api_key then sends
+    a placeholder to a server that needs no key, or refuses: never a variable nobody named).
 
     Checked here again, at call time, because the row may predate the validators or have been
     written by raw SQL. Raises providers.PermanentError (the run stops with the message).
@@ -160,7 +161,7 @@ def endpoint_api_key(*, endpoint: ModelEndpoint) -> str | None:
             return value
     except ApiKeyError as exc:
         raise providers.PermanentError(f"{endpoint.name}: {exc}", endpoint=endpoint.name) from None
-    return None
+    return ""
 
 
 # ------------------------------------------------------------------------------ rotation

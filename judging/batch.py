@@ -43,6 +43,7 @@ from . import batch_providers, providers, services
 from .label_parsing import parse_label_output
 from .models import ModelEndpoint, ProviderBatch, Run, RunItem
 from .parsing import parse_judge_output
+from .services.engine import cut_off_reason
 
 if TYPE_CHECKING:
     import anthropic
@@ -598,25 +599,26 @@ def _parse_into(
     outcome: services.Outcome,
     names: list[str],
 ) -> str:
-    """Parse like immediate mode; returns why the answer is unusable ("" when usable)."""
-    if plan.kind == Run.Kind.JUDGE:
-        parse = parse_judge_output(completion.text, names, plan.scale)
-        if parse.ok:
-            outcome.parse = parse
-            return ""
-        reason = parse.error or "unusable output"
-    elif plan.kind == Run.Kind.LABELLING:
-        label_parse = parse_label_output(completion.text, plan.labels, scheme=plan.scheme)
-        if label_parse.ok:
-            outcome.label_parse = label_parse
-            return ""
-        reason = label_parse.error or "unusable output"
-    else:
+    """Parse like immediate mode; returns why the answer is unusable ("" when usable). A batch
+    result carries the same finish reason as an immediate answer, so an answer cut off by the
+    token limit is refused here too, whatever could be parsed from it."""
+    if plan.kind == Run.Kind.GENERATION:
         services._generation_outcome(plan, completion, outcome)
         return outcome.error
-    if completion.truncated:
-        reason = f"cut off by the token limit: {reason}"
-    return reason
+    limit = request_spec(plan).max_tokens
+    if plan.kind == Run.Kind.JUDGE:
+        parse = parse_judge_output(completion.text, names, plan.scale)
+        cut = cut_off_reason(completion, limit, parse.error)
+        if cut is None and parse.ok:
+            outcome.parse = parse
+            return ""
+        return cut or parse.error or "unusable output"
+    label_parse = parse_label_output(completion.text, plan.labels, scheme=plan.scheme)
+    cut = cut_off_reason(completion, limit, label_parse.error)
+    if cut is None and label_parse.ok:
+        outcome.label_parse = label_parse
+        return ""
+    return cut or label_parse.error or "unusable output"
 
 
 def _reask(

@@ -11,7 +11,6 @@ Clients are synchronous: batch work runs in short Celery tasks, never waiting on
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -39,15 +38,8 @@ def client(config: EndpointConfig) -> openai.OpenAI | anthropic.Anthropic:
     import anthropic
     import openai
 
-    api_key = config.api_key
-    if not api_key and config.provider != "anthropic":
-        api_key = "EMPTY"
+    api_key = providers.sdk_api_key(config)
     if config.provider == "anthropic":
-        if not api_key and not os.environ.get("ANTHROPIC_API_KEY"):
-            raise providers.PermanentError(
-                f"{config.label}: no API key: set the endpoint's api_key or ANTHROPIC_API_KEY",
-                endpoint=config.label,
-            )
         return anthropic.Anthropic(
             api_key=api_key, base_url=config.base_url, timeout=config.timeout, max_retries=0
         )

@@ -181,9 +181,10 @@ class Run(models.Model):
         return self.status in (self.Status.PENDING, self.Status.RUNNING)
 
     def can_resume(self, *, pending_items: int) -> bool:
-        """Stopped runs resume; a finished one too while items are still pending."""
-        return self.status in (self.Status.CANCELLED, self.Status.FAILED) or (
-            self.status == self.Status.DONE and pending_items > 0
+        """A cancelled run resumes; a failed or finished one while items are still pending (a
+        run stopped by a bad key keeps them; one whose every item failed has none: retry it)."""
+        return self.status == self.Status.CANCELLED or (
+            self.status in (self.Status.DONE, self.Status.FAILED) and pending_items > 0
         )
 
     def can_retry(self, *, failed_items: int) -> bool:

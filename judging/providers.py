@@ -23,7 +23,6 @@ import functools
 import inspect
 import json
 import logging
-import os
 import random
 import re
 import time
@@ -347,20 +346,7 @@ def make_client(config: EndpointConfig) -> openai.AsyncOpenAI | anthropic.AsyncA
     import anthropic
     import openai
 
-    api_key = config.api_key
-    if not api_key and config.provider in ("openai_compatible", "vllm"):
-        # vLLM and most local servers accept any key; the SDK insists on having one.
-        api_key = "EMPTY"
-    if (
-        config.provider == "anthropic"
-        and not api_key
-        and not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
-    ):
-        # The anthropic SDK would only fail at the first request, with a bare TypeError.
-        raise PermanentError(
-            f"{config.label}: no API key: set the endpoint's api_key or ANTHROPIC_API_KEY",
-            endpoint=config.label,
-        )
+    api_key = sdk_api_key(config)
     try:
         if config.provider == "anthropic":
             return anthropic.AsyncAnthropic(
@@ -380,6 +366,30 @@ def make_client(config: EndpointConfig) -> openai.AsyncOpenAI | anthropic.AsyncA
             f"{config.label}: cannot create client: {redact(str(exc), config.api_key)}",
             endpoint=config.label,
         ) from None
+
+
+# What a server that needs no key is sent as the key. The SDKs insist on a key, and when given
+# none they fall back on the worker's own OPENAI_API_KEY / ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN
+# (or a credentials file) and send it to whatever URL the endpoint names: a secret nobody
+# configured for that endpoint, at an address its editor chose.
+NO_KEY = "EMPTY"
+
+
+def sdk_api_key(config: EndpointConfig) -> str:
+    """The key handed to the SDK, never None: the endpoint's own key; for an OpenAI-compatible
+    server or vLLM without one, the placeholder NO_KEY (they accept any key); for OpenAI and
+    Anthropic without one, a PermanentError (their APIs need a key, and only a key configured
+    for this endpoint may be sent)."""
+    if config.api_key:
+        return config.api_key
+    if config.provider in ("openai_compatible", "vllm"):
+        return NO_KEY
+    raise PermanentError(
+        f"{config.label}: no API key: type the endpoint's key, or name the environment variable "
+        "that holds it in api_key_env (e.g. OPENAI_API_KEY); a worker's variables are never sent "
+        "unless an endpoint names them",
+        endpoint=config.label,
+    )
 
 
 # ------------------------------------------------------------------------------------- requests

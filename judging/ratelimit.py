@@ -24,8 +24,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 KEY_PREFIX = "mentalbench:ratelimit"
+REDIS_RETRIES = 30  # with the backoff below: a Redis away for up to about a minute
 
 
 def _check(rate: float, burst: int) -> None:
@@ -141,7 +145,17 @@ class RedisRateLimiter:
         _check(rate, burst)
         if not key:
             raise ValueError("RedisRateLimiter needs a key naming the endpoint")
-        self._redis = aioredis.Redis.from_url(redis) if isinstance(redis, str) else redis
+        # A Redis that restarts (a few seconds) is waited out, not an item's failure: each
+        # command is tried again on a lost connection, backing off to 2 s, for about a minute.
+        self._redis = (
+            aioredis.Redis.from_url(
+                redis,
+                retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), REDIS_RETRIES),
+                retry_on_error=[redis_errors.ConnectionError, redis_errors.TimeoutError],
+            )
+            if isinstance(redis, str)
+            else redis
+        )
         self._owns_client = isinstance(redis, str)
         self.interval = 1.0 / rate
         self.burst = burst

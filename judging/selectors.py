@@ -53,7 +53,13 @@ class RunProgress:
 
     @property
     def percent(self) -> float:
-        return 100.0 * self.finished / self.total if self.total else 100.0
+        """Share of items finished (done or failed): how far a running run has got."""
+        return 100.0 * self.finished / self.total if self.total else 0.0
+
+    @property
+    def done_percent(self) -> float:
+        """Share of items done: what a settled run achieved (0 for one whose items all failed)."""
+        return 100.0 * self.done / self.total if self.total else 0.0
 
 
 def run_progress(*, run: Run) -> RunProgress:

@@ -53,7 +53,9 @@ def _run_context(run: Run) -> dict:
         "sweep_s": settings.JUDGING_SWEEP_SECONDS,
         "run": run,
         "progress": progress,
-        "percent": f"{progress.percent:.1f}",
+        # While it runs the bar shows how far it got; once settled, how much of it succeeded, so
+        # a run whose every item failed never shows a full bar.
+        "percent": f"{progress.percent if run.is_active else progress.done_percent:.1f}",
         "throughput": f"{progress.per_second:.1f}",
         "eta": _duration(progress.eta_s) if run.is_active else "—",
         "cost": f"{progress.cost_usd:.4f}",

@@ -1,5 +1,6 @@
 import os
 from datetime import timedelta
+from pathlib import Path
 
 from celery import Celery
 
@@ -8,6 +9,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
 app = Celery("mentalbench")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@app.on_after_configure.connect
+def _broker_folders(sender: Celery, **_: object) -> None:
+    """Without Redis the broker is a folder (settings): kombu creates none of its folders, and
+    the first launch must not fail because no worker has run yet."""
+    if sender.conf.broker_url != "filesystem://":
+        return
+    options = sender.conf.broker_transport_options
+    for key in ("data_folder_in", "processed_folder", "control_folder"):
+        Path(options[key]).mkdir(parents=True, exist_ok=True)
 
 
 @app.on_after_configure.connect

@@ -1,8 +1,9 @@
 """One settings module; every knob comes from the environment (see README "Configuration").
 
-Without DATABASE_URL the platform runs on a local SQLite file, and without REDIS_URL Celery tasks
-run in-process (eager), so a person can try it anywhere. With them set it uses Postgres and a real
-Redis-backed worker, which is what production, the tests and CI use.
+Without DATABASE_URL the platform runs on a local SQLite file, and without REDIS_URL the Celery
+broker is a local folder (kombu's filesystem transport), so a person can try it anywhere with real
+background workers. With them set it uses Postgres and Redis, which is what production, the tests
+and CI use.
 """
 
 import os
@@ -58,20 +59,39 @@ DEV_SECRET_KEY = "insecure-dev-key-set-SECRET_KEY-in-production"  # noqa: S105
 SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE") or BASE_DIR / ".secret_key")
 
 
+# Django's own deployment check asks for 50 characters and 5 distinct ones.
+SECRET_KEY_MIN_LENGTH = 50
+
+
+def _secret_key_problem(key: str) -> str:
+    """Why `key` (already stripped) cannot sign sessions and links; "" when it can."""
+    if not key:
+        return "not set"
+    if key == DEV_SECRET_KEY:
+        return "the public development key"
+    if len(key) < SECRET_KEY_MIN_LENGTH:
+        return f"{len(key)} characters long, fewer than {SECRET_KEY_MIN_LENGTH}"
+    if len(set(key)) < 5:
+        return f"made of {len(set(key))} distinct characters, fewer than 5"
+    return ""
+
+
 def _read_secret_key() -> str:
-    key = os.environ.get("SECRET_KEY", "")
+    # Stripped: a stray space or newline must not turn the development key into "another" key.
+    key = os.environ.get("SECRET_KEY", "").strip()
     if not key and SECRET_KEY_FILE.is_file():
         key = SECRET_KEY_FILE.read_text().strip()
-    if key and key != DEV_SECRET_KEY:
+    problem = _secret_key_problem(key)
+    if not problem:
         return key
     if DEBUG:
-        return DEV_SECRET_KEY
-    # SystemExit, not an exception: the operator reads one line, not a traceback.
+        return key or DEV_SECRET_KEY
+    # SystemExit, not an exception: the operator reads one line, not a traceback (the key itself
+    # is never printed).
     raise SystemExit(
-        "MentalBench will not start: SECRET_KEY is "
-        + ("the public development key" if key else "not set")
-        + " (set SECRET_KEY or SECRET_KEY_FILE to a long random value;"
-        + " DEBUG=1 only for development)"
+        f"MentalBench will not start: SECRET_KEY is {problem} (set SECRET_KEY or SECRET_KEY_FILE"
+        f" to a random value of at least {SECRET_KEY_MIN_LENGTH} characters, e.g. python -c "
+        "'import secrets; print(secrets.token_urlsafe(50))'; DEBUG=1 only for development)"
     )
 
 
@@ -197,9 +217,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-LOGIN_URL = "login"
+LOGIN_URL = "account_login"
 LOGIN_REDIRECT_URL = "home"
-LOGOUT_REDIRECT_URL = "login"
+LOGOUT_REDIRECT_URL = "account_login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -226,7 +246,12 @@ IMPORT_MAX_COLUMNS = envint("IMPORT_MAX_COLUMNS", 200)
 IMPORT_MAX_RESPONDERS_PER_STUDY = envint("IMPORT_MAX_RESPONDERS_PER_STUDY", 100)
 IMPORT_MAX_CELL_CHARS = envint("IMPORT_MAX_CELL_CHARS", 100_000)
 IMPORT_MAX_JSON_DEPTH = envint("IMPORT_MAX_JSON_DEPTH", 20)
-for _name in [n for n in dir() if n.startswith("IMPORT_MAX_")]:
+# The κ_F1 page's predictions CSV (docs/distortions.md): its size is checked before parsing, rows
+# and distinct labels while reading; memory then grows linearly with the rows.
+KAPPA_F1_MAX_FILE_BYTES = envint("KAPPA_F1_MAX_FILE_BYTES", 5 * 1024 * 1024)
+KAPPA_F1_MAX_ROWS = envint("KAPPA_F1_MAX_ROWS", 50_000)
+KAPPA_F1_MAX_LABELS = envint("KAPPA_F1_MAX_LABELS", 50)
+for _name in [n for n in dir() if n.startswith(("IMPORT_MAX_", "KAPPA_F1_MAX_"))]:
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be a positive integer")
 del _name
@@ -236,22 +261,57 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
 FILE_UPLOAD_MAX_MEMORY_SIZE = envint("FILE_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
 # --- end of import limits ----------------------------------------------------------------------
 
-# Celery: a real Redis broker when REDIS_URL is set; otherwise tasks run in-process, so the
-# platform works with nothing but Python installed.
+# Celery: Redis when REDIS_URL is set; otherwise a folder of message files (kombu's filesystem
+# transport), which needs no server: `bin/up` runs real workers and beat on it, so a launch
+# returns at once and no web request ever runs a run (docs/operations.md). Eager mode (tasks run
+# inside whoever sends them) is never a default: only a test or a benchmark that asks for it.
 REDIS_URL = os.environ.get("REDIS_URL", "")
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = REDIS_URL or "filesystem://"
 CELERY_RESULT_BACKEND = None
-CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", not REDIS_URL)
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True  # a killed worker's task is redelivered; services are idempotent
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 3600)}
+# Two queues, so that long runs never starve the upkeep: `runs` carries the run loops (each holds
+# a worker process for as long as its run lasts); `upkeep` carries the sweeper, batch submits,
+# polls and cancels, which are short and must run on time. bin/up and docker-compose.yml give
+# each queue a worker of its own; a worker started without -Q consumes both.
+CELERY_TASK_DEFAULT_QUEUE = "runs"
+CELERY_TASK_QUEUES: dict[str, dict[str, Any]] = {"runs": {}, "upkeep": {}}
+CELERY_TASK_ROUTES = {
+    name: {"queue": "upkeep"}
+    for name in (
+        "judging.tasks.runs_sweep",
+        "judging.tasks.batch_submit",
+        "judging.tasks.batches_poll",
+        "judging.tasks.batch_poll",
+        "judging.tasks.batch_cancel",
+    )
+}
+if REDIS_URL:
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {
+        "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 3600)
+    }
+else:
+    # One folder holds the queued messages; a consumer takes a message by renaming it into
+    # `processed/` (atomic within one file system, so two consumers never both get it), which
+    # bin/up empties of files older than a day at each start.
+    CELERY_BROKER_DIR = Path(os.environ.get("CELERY_BROKER_DIR") or BASE_DIR / ".celery-broker")
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
+        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
+        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        "store_processed": True,
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
+        # An idle worker looks for new messages this often: the delay before a launch starts.
+        "polling_interval": 0.2,
+    }
 
-# Run sweeper: every this many seconds Celery beat (or `manage.py sweep_runs --every` without
-# Redis) moves on runs whose workers died; see docs/judging.md.
+# Run sweeper: every this many seconds Celery beat moves on runs whose workers died; see
+# docs/judging.md.
 JUDGING_SWEEP_SECONDS = envint("JUDGING_SWEEP_SECONDS", 30)
 if JUDGING_SWEEP_SECONDS < 1:
     raise ImproperlyConfigured(
@@ -415,3 +475,138 @@ REST_FRAMEWORK = {
         "api_token_failures": os.environ.get("API_TOKEN_FAILURE_RATE", "10/min"),
     },
 }
+
+
+# --- Accounts: sign-in, forgot password, two-factor, single sign-on (docs/security.md) ----------
+# django-allauth runs the sign-in pages. Accounts are made by admins (invites) or, when single
+# sign-on is configured, on the first SSO sign-in — never by self sign-up — and roles stay Django
+# groups granted by an admin. django-axes still counts failed passwords (allauth's own
+# failed-login limit is off so that one rule, LOGIN_FAILURE_LIMIT, decides).
+INSTALLED_APPS += [
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+]
+_auth = MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware")
+MIDDLEWARE[_auth + 1 : _auth + 1] = [
+    "allauth.account.middleware.AccountMiddleware",
+    # Wraps what follows: an autosave told to sign in first keeps its edit (see the class).
+    "accounts.middleware.HtmxSignInMiddleware",
+    # A session idle for SESSION_IDLE_HOURS is signed out before anything else reads it.
+    "accounts.middleware.IdleTimeoutMiddleware",
+    # Staff and the admin group use the platform only after a second factor (TOTP).
+    "accounts.middleware.TwoFactorRequiredMiddleware",
+]
+del _auth
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+ACCOUNT_ADAPTER = "accounts.adapters.AccountAdapter"
+SOCIALACCOUNT_ADAPTER = "accounts.adapters.SsoAdapter"
+ACCOUNT_LOGIN_METHODS = {"username"}
+ACCOUNT_SIGNUP_FIELDS = ["username*", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_SESSION_REMEMBER = False  # no "remember me" on shared ward computers
+ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = True
+ACCOUNT_PRESERVE_USERNAME_CASING = True
+# django-axes alone limits sign-ins (LOGIN_FAILURE_LIMIT): allauth's per-address sign-in limits
+# would also stop a ward of clinicians behind one hospital address. Its other limits (forgot
+# password: 20 a minute per address, 5 per account) stay.
+ACCOUNT_RATE_LIMITS = {"login_failed": None, "login": None}
+# "Forgot password" and the admins' set-password links share one token: single-use (a new
+# password or a sign-in voids it), void once the account's rights change, and expiring.
+ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "annotation.tokens.PrivilegeBoundTokenGenerator"
+PASSWORD_RESET_TIMEOUT = envint("PASSWORD_LINK_HOURS", 72) * 3600
+if PASSWORD_RESET_TIMEOUT < 3600:
+    raise ImproperlyConfigured("PASSWORD_LINK_HOURS must be at least 1")
+
+# E-mail (forgot-password links). Without EMAIL_HOST the message is printed in the web process's
+# log (bin/up); with it, sent through that SMTP server.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_PORT = envint("EMAIL_PORT", 587)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 20)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "mentalbench@localhost")
+
+# Two-factor: TOTP apps with one-time recovery codes.
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = os.environ.get("MFA_TOTP_ISSUER", "MentalBench")
+# A code from the 30-second period before or after the server's also counts (phones' clocks
+# drift); each code still works once only.
+MFA_TOTP_TOLERANCE = 1
+
+# Idle sessions end after SESSION_IDLE_HOURS without a request (shared ward computers); work
+# saved by autosave stays saved, and unsent edits wait in the browser until the next sign-in.
+SESSION_IDLE_HOURS = envint("SESSION_IDLE_HOURS", 8)
+if SESSION_IDLE_HOURS < 1:
+    raise ImproperlyConfigured("SESSION_IDLE_HOURS must be at least 1")
+SESSION_COOKIE_AGE = SESSION_IDLE_HOURS * 3600
+
+# The sign-in log (who, when, from where, succeeded or not, second factor used), kept this many
+# days; older rows are deleted as new ones are written.
+SIGNIN_LOG_DAYS = envint("SIGNIN_LOG_DAYS", 365)
+
+# Single sign-on with the hospital's OpenID Connect provider: off unless SSO_OIDC_SERVER_URL is
+# set. The provider is found by discovery (<server>/.well-known/openid-configuration); the
+# authorization code flow uses PKCE, and the ID token's signature is checked against the
+# provider's published keys. A first SSO sign-in creates an account with no role.
+SSO_OIDC_SERVER_URL = os.environ.get("SSO_OIDC_SERVER_URL", "")
+SOCIALACCOUNT_PROVIDERS: dict[str, Any] = {}
+
+
+def csp_admitting_sso(policy: dict[str, Any], server_url: str) -> dict[str, Any]:
+    """`policy` whose form-action also admits the identity provider's origin: the SSO button's
+    form is answered with a redirect there, and browsers hold a form's redirects to
+    form-action."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server_url)
+    directives = dict(policy["DIRECTIVES"])
+    directives["form-action"] = [*directives["form-action"], f"{parts.scheme}://{parts.netloc}"]
+    return {**policy, "DIRECTIVES": directives}
+
+
+if SSO_OIDC_SERVER_URL:
+    _client_secret = os.environ.get("SSO_OIDC_CLIENT_SECRET", "")
+    if not os.environ.get("SSO_OIDC_CLIENT_ID"):
+        raise ImproperlyConfigured("SSO_OIDC_SERVER_URL is set but SSO_OIDC_CLIENT_ID is not")
+    # The ID token fetched from the token endpoint is trusted on the strength of that
+    # connection's TLS (OpenID Connect Core 3.1.3.7), so plain HTTP is for development only.
+    if not SSO_OIDC_SERVER_URL.startswith("https://") and not DEBUG:
+        raise ImproperlyConfigured(
+            f"SSO_OIDC_SERVER_URL={SSO_OIDC_SERVER_URL!r} must start with https://"
+        )
+    CONTENT_SECURITY_POLICY = csp_admitting_sso(CONTENT_SECURITY_POLICY, SSO_OIDC_SERVER_URL)
+    SOCIALACCOUNT_PROVIDERS["openid_connect"] = {
+        "OAUTH_PKCE_ENABLED": True,
+        "APPS": [
+            {
+                "provider_id": "hospital",
+                "name": os.environ.get("SSO_OIDC_NAME", "the hospital's sign-in"),
+                "client_id": os.environ["SSO_OIDC_CLIENT_ID"],
+                "secret": _client_secret,
+                "settings": {
+                    "server_url": SSO_OIDC_SERVER_URL,
+                    "token_auth_method": "client_secret_post",
+                },
+            }
+        ],
+    }
+SOCIALACCOUNT_AUTO_SIGNUP = True
+# Never join an SSO identity to an existing account by its e-mail address: whoever controls an
+# address at the identity provider would sign in as the local account that shares it.
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = False
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_LOGIN_ON_GET = False

@@ -1,8 +1,13 @@
+import sys
+
+import redis
 from django.contrib.auth.decorators import login_required
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template import loader
 from django.templatetags.static import static
+from django.views import defaults
 
 from annotation.roles import CLINICIAN, RESEARCHER, has_role, is_admin
 
@@ -30,3 +35,26 @@ def favicon(request: HttpRequest) -> HttpResponse:
     # Resolved per request, not at import: a hashed static storage names the file only once
     # collectstatic has run.
     return redirect(static("favicon.ico"), permanent=True)
+
+
+# What a restarting PostgreSQL or Redis raises: the request may succeed a few seconds later.
+UNAVAILABLE = (
+    OperationalError,
+    InterfaceError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: a database or cache that is restarting answers 503 "retrying", not an error.
+
+    Django calls this inside the `except` of whatever failed, views and middleware alike, so the
+    exception is `sys.exc_info()`. The 503 page touches neither the database nor the cache and
+    reloads itself; an autosave that gets 503 keeps its edit and sends it again (rate.js).
+    """
+    if isinstance(sys.exc_info()[1], UNAVAILABLE):
+        response = HttpResponse(loader.render_to_string("503.html"), status=503)
+        response["Retry-After"] = "5"
+        return response
+    return defaults.server_error(request)

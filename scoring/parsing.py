@@ -19,6 +19,10 @@ else is an error with a reason; the caller always keeps the raw text.
   every attribute must be a key of the repaired object, be written exactly once in the whole
   output with a complete value, and the repair must read that same value. So a score is never
   taken from inside an explanation string, and never from a value cut off by the token limit.
+- An answer cut off by the token limit is never an answer, whatever a repair could read from it:
+  a JSON object that never closes (the output stops inside it) is ``cut off by the token limit``.
+  Callers that know the provider stopped at the limit (finish reason "length", Anthropic's
+  "max_tokens") reject the output with the same reason before parsing (`CUT_OFF`).
 - Reasoning inside <think>…</think> is removed first: a reasoning model's drafts there are not
   answers. A "<think>" written inside a JSON string (an explanation quoting the tag) is text.
 """
@@ -30,6 +34,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import json_repair
+
+# The reason every reader gives for an answer the token limit cut off (also the prefix callers use
+# when the provider says it stopped there).
+CUT_OFF = "cut off by the token limit"
 
 _NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(?:/\s*(\d+))?\s*$")
 
@@ -331,11 +339,42 @@ def _from_answers(
     return JudgeParse(scores=scores, overall=_overall(raw.get(_OVERALL)), explanation=explanation)
 
 
+def never_closes(text: str, start: int) -> bool:
+    """Whether a JSON object opened at or after `text[start]` is still open where the text ends:
+    the output stopped inside it.
+
+    Two counts must agree: braces outside strings (so a "}" quoted in an explanation does not
+    close the object) and all braces (so a stray unescaped quote, which a judge often leaves in an
+    explanation, does not make the rest of a complete object look like an open string). A closed
+    but broken object is then left to the repair rules, not called cut off.
+    """
+    rest = text[start:]
+    depth, in_string, escaped = 0, False, False
+    for char in rest:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+    return depth > 0 and rest.count("{") > rest.count("}")
+
+
 def _from_broken(text: str, attributes: Sequence[str], scale: tuple[int, int]) -> JudgeParse:
     """No valid JSON answer: repair, and keep the repair only if it is the one clear answer."""
     start = text.find("{")
     if start == -1:
         return JudgeParse(error="no JSON object with the scores found")
+    if never_closes(text, start):
+        # Whatever came before the cut, the judge did not finish its answer.
+        return JudgeParse(error=f"{CUT_OFF}: the JSON answer never closes")
     keys = [*attributes, _OVERALL]
     stated = _stated(text, keys)
     twice = [f"{k} ({len(stated[k])} times)" for k in attributes if len(stated.get(k, [])) > 1]

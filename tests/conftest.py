@@ -24,6 +24,13 @@ MENTALALIGN_STUDY = "MentalAlign-70k (test)"
 def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.hasplugin("django"):
         return  # pure tests (analysis statistics, providers) run with -p no:django
+    # force_login of staff or an admin-group member signs in with a second factor, as the
+    # platform requires of them (tests/second_factor.py).
+    from django.test import Client
+
+    from tests.second_factor import force_login_with_second_factor
+
+    Client.force_login = force_login_with_second_factor  # type: ignore[method-assign]
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" not in engine and not os.environ.get("MENTALBENCH_ALLOW_SQLITE_TESTS"):
         raise pytest.UsageError(

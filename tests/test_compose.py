@@ -9,7 +9,7 @@ import yaml
 from compose_pydantic.models import ComposeSpecification
 
 ROOT = Path(__file__).resolve().parents[1]
-APP_SERVICES = ("migrate", "web", "worker", "beat")
+APP_SERVICES = ("migrate", "web", "worker", "upkeep", "beat")
 
 
 def without_extensions(compose: dict) -> dict:
@@ -61,7 +61,7 @@ def test_migrations_run_once_before_the_app(compose):
     services = compose["services"]
     assert "migrate --noinput" in " ".join(services["migrate"]["command"])
     assert services["migrate"]["restart"] == "no"
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "worker", "upkeep", "beat"):
         assert services[name]["depends_on"]["migrate"] == {
             "condition": "service_completed_successfully"
         }
@@ -87,14 +87,33 @@ def test_images_are_pinned(compose):
 
 def test_healthchecks_restarts_and_persistence(compose):
     services = compose["services"]
-    for name in ("postgres", "redis", "web", "worker"):
+    for name in ("postgres", "redis", "web", "worker", "upkeep"):
         assert services[name]["healthcheck"]["test"], name
     assert "/healthz" in " ".join(services["web"]["healthcheck"]["test"])
-    for name in ("postgres", "redis", "web", "worker", "beat"):
+    for name in ("postgres", "redis", "web", "worker", "upkeep", "beat"):
         assert services[name]["restart"] == "unless-stopped", name
     assert "--appendonly" in services["redis"]["command"]
     assert any(v.endswith(":/data") for v in services["redis"]["volumes"])
     assert "beat" in services["beat"]["command"]
+
+
+def test_runs_and_upkeep_have_workers_of_their_own(compose):
+    """Long runs never hold the sweeper or the batch polls: each queue has its own worker."""
+    from django.conf import settings
+
+    services = compose["services"]
+    queues = {name: services[name]["command"] for name in ("worker", "upkeep")}
+    assert queues["worker"][queues["worker"].index("-Q") + 1] == "runs"
+    assert queues["upkeep"][queues["upkeep"].index("-Q") + 1] == "upkeep"
+    routed = {name for name, route in settings.CELERY_TASK_ROUTES.items() if route["queue"]}
+    assert routed == {
+        "judging.tasks.runs_sweep",
+        "judging.tasks.batch_submit",
+        "judging.tasks.batches_poll",
+        "judging.tasks.batch_poll",
+        "judging.tasks.batch_cancel",
+    }
+    assert settings.CELERY_TASK_DEFAULT_QUEUE == "runs"
 
 
 def test_web_port_is_not_published_on_every_interface(compose):

@@ -41,8 +41,24 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     [
         ({"DEBUG": "0"}, "SECRET_KEY is not set"),
         ({"DEBUG": "0", "SECRET_KEY": settings.DEV_SECRET_KEY}, "the public development key"),
+        (
+            {"DEBUG": "0", "SECRET_KEY": " " + settings.DEV_SECRET_KEY + "\n"},
+            "the public development key",
+        ),
+        ({"DEBUG": "0", "SECRET_KEY": "x"}, "1 characters long, fewer than 50"),
+        ({"DEBUG": "0", "SECRET_KEY": "   "}, "SECRET_KEY is not set"),
+        ({"DEBUG": "0", "SECRET_KEY": "ab" * 30}, "made of 2 distinct characters"),
+        ({"DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(60)[:49]}, "49 characters long"),
     ],
-    ids=["missing", "development key"],
+    ids=[
+        "missing",
+        "development key",
+        "padded development key",
+        "x",
+        "blank",
+        "repetitive",
+        "49 characters",
+    ],  # fmt: skip
 )
 def test_start_up_refuses_a_missing_or_public_secret_key(env, said):
     result = manage("check", env=env)
@@ -51,6 +67,18 @@ def test_start_up_refuses_a_missing_or_public_secret_key(env, said):
     assert result.stderr.strip().count("\n") == 0, result.stderr
     assert said in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_secret_key_is_never_printed():
+    result = manage("check", env={"DEBUG": "0", "SECRET_KEY": "short-but-secret-value"})
+    assert result.returncode == 1 and "short-but-secret-value" not in result.stderr
+
+
+def test_the_development_key_is_refused_from_a_file_too(tmp_path):
+    key_file = tmp_path / "secret"
+    key_file.write_text("  " + settings.DEV_SECRET_KEY + "\n")
+    result = manage("check", env={"DEBUG": "0", "SECRET_KEY_FILE": str(key_file)})
+    assert result.returncode == 1 and "the public development key" in result.stderr
 
 
 def test_secret_key_from_a_file(tmp_path):
@@ -69,6 +97,38 @@ def test_check_deploy_is_clean_with_the_documented_production_environment():
     result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_check_deploy_is_clean_with_e_mail_and_single_sign_on_configured():
+    env = {
+        **PRODUCTION_ENV,
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "EMAIL_HOST": "smtp.hospital.example",
+        "EMAIL_HOST_USER": "mentalbench",
+        "EMAIL_HOST_PASSWORD": "smtp-password",
+        "DEFAULT_FROM_EMAIL": "mentalbench@hospital.example",
+        "SSO_OIDC_SERVER_URL": "https://login.hospital.example/realms/staff",
+        "SSO_OIDC_CLIENT_ID": "mentalbench",
+        "SSO_OIDC_CLIENT_SECRET": "oidc-client-secret",
+        "SESSION_IDLE_HOURS": "4",
+    }
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_single_sign_on_without_a_client_id_stops_start_up():
+    env = {**PRODUCTION_ENV, "SECRET_KEY": secrets.token_urlsafe(50)}
+    env["SSO_OIDC_SERVER_URL"] = "https://login.hospital.example"
+    result = manage("check", env=env)
+    assert result.returncode != 0 and "SSO_OIDC_CLIENT_ID" in result.stderr
+
+
+def test_single_sign_on_over_plain_http_stops_start_up():
+    env = {**PRODUCTION_ENV, "SECRET_KEY": secrets.token_urlsafe(50)}
+    env |= {"SSO_OIDC_SERVER_URL": "http://login.hospital.example", "SSO_OIDC_CLIENT_ID": "mb"}
+    result = manage("check", env=env)
+    assert result.returncode != 0 and "must start with https://" in result.stderr
 
 
 def test_check_deploy_warns_without_https():
@@ -92,7 +152,7 @@ def test_pages_carry_a_strict_content_security_policy(client, django_user_model)
 
 @pytest.mark.django_db
 def test_dynamic_responses_are_never_stored(client):
-    for response in (client.get(reverse("login")), client.get(reverse("healthz"))):
+    for response in (client.get(reverse("account_login")), client.get(reverse("healthz"))):
         assert "no-store" in response["Cache-Control"]
 
 

@@ -80,3 +80,21 @@ def test_data_commands_load_no_dashboard_code(command, args):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "loaded:", result.stdout
+
+
+def test_judge_assisted_checks_only_the_models():
+    """The judge-assisted command needs pandas, but not every view the URL checks would
+    import (the dashboards, the judging pages and the SDKs behind them)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.setdefault("SECRET_KEY", "startup-test-only-key-0123456789abcdefghijklmnopqrstuv")
+    probe = EXPORT_PROBE.format(
+        heavy=("analysis.views", "judging.views", "openai", "anthropic", "scipy.stats"),
+        command="judge_assisted",
+        args=("--study", "no such study", "--judge", "j"),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "loaded: pandas", result.stdout

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from django.contrib.auth.tokens import default_token_generator
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.utils.encoding import force_bytes
-from django.utils.http import urlsafe_base64_encode
+from django.utils.http import int_to_base36, urlsafe_base64_encode
+
+from annotation.tokens import password_token_generator
 
 ROLES = ("anonymous", "clinician", "other", "researcher", "admin", "staff", "superuser")
 LOGIN = "login"  # 302 to the sign-in page
@@ -45,6 +46,15 @@ ADMINS_REDIRECT = (LOGIN, 403, 403, 403, 302, 302, 302)
 RESEARCHERS = (LOGIN, 403, 403, 200, 200, 200, 200)
 API = (401, 403, 403, 200, 200, 200, 200)
 NOT_GET = _by_role(*[405] * 7)
+NOT_POST = _by_role(*[405] * 7)
+NOWHERE = _by_role(*[404] * 7)
+MOVED = _by_role(*[301] * 7)  # allauth's old paths, to their new ones
+SIGNED_IN_GO_HOME = (200, *[REDIRECT] * 6)
+NO_PENDING_SIGN_IN = (LOGIN, *[REDIRECT] * 6)
+OWN_ACCOUNT_REDIRECT = (LOGIN, *[REDIRECT] * 6)
+REAUTH = (LOGIN, 403, 403, 403, REDIRECT, REDIRECT, REDIRECT)
+ENROL = (LOGIN, 200, 200, 200, REDIRECT, REDIRECT, REDIRECT)
+UNENROL = (LOGIN, 404, 404, 404, REDIRECT, REDIRECT, REDIRECT)
 REFUSED = ADMINS[:4]  # anonymous, clinicians and researchers never act on accounts
 
 
@@ -72,8 +82,116 @@ EXPECTED: dict[str, list[Case]] = {
     "healthz": [C("/healthz", get=EVERYONE_200)],
     "favicon.ico": [C("/favicon.ico", get=_by_role(*[301] * 7))],  # to the static file
     # An empty sign-in form: answered with the form again (no authentication is attempted).
-    "accounts/login/": [C("/accounts/login/", get=EVERYONE_200, post=EVERYONE_200)],
-    "accounts/logout/": [C("/accounts/logout/", get=NOT_GET, post=_by_role(*[302] * 7))],
+    "accounts/login/": [
+        C("/accounts/login/", get=SIGNED_IN_GO_HOME, post=SIGNED_IN_GO_HOME),
+    ],
+    # GET asks "sign out?"; POST signs out, back to the sign-in page.
+    "accounts/logout/": [
+        C("/accounts/logout/", get=(LOGIN, *[200] * 6), post=_by_role(*[LOGIN] * 7)),
+    ],
+    "accounts/sign-ins/": [C("/accounts/sign-ins/", get=ADMINS, post=ADMINS)],
+    # --- django-allauth's account pages. Every user acts on their own account only.
+    "accounts/inactive/": [C("/accounts/inactive/", get=EVERYONE_200, post=NOT_POST)],
+    # Self sign-up is closed: the "closed" page, or home for the signed-in.
+    "accounts/signup/": [C("/accounts/signup/", get=SIGNED_IN_GO_HOME, post=SIGNED_IN_GO_HOME)],
+    # The fixture's accounts have no usable password, so no password re-entry is possible
+    # (403); privileged accounts re-enter their second factor instead.
+    "accounts/reauthenticate/": [
+        C("/accounts/reauthenticate/", get=REAUTH, post=REAUTH),
+    ],
+    # Their own e-mail addresses (an empty POST changes nothing).
+    "accounts/email/": [
+        C("/accounts/email/", get=(LOGIN, *[200] * 6), post=(LOGIN, *[REDIRECT] * 6)),
+    ],
+    "accounts/confirm-email/": [C("/accounts/confirm-email/", get=EVERYONE_200, post=NOT_POST)],
+    "accounts/confirm-email/(?P<key>[-:\\w]+)/$": [
+        C("/accounts/confirm-email/no-such-key/", get=EVERYONE_200, post=_by_role(*[404] * 7))
+    ],
+    # Without a usable password, "change" sends to "set"; either acts on the signed-in account.
+    "accounts/password/change/": [
+        C("/accounts/password/change/", get=OWN_ACCOUNT_REDIRECT, post=OWN_ACCOUNT_REDIRECT)
+    ],
+    "accounts/password/set/": [
+        C("/accounts/password/set/", get=(LOGIN, *[200] * 6), post=(LOGIN, *[200] * 6))
+    ],
+    # Forgot password: anyone may ask (the answer never says whether the address is known).
+    "accounts/password/reset/": [
+        C("/accounts/password/reset/", get=EVERYONE_200, post=EVERYONE_200),
+    ],
+    "accounts/password/reset/done/": [
+        C("/accounts/password/reset/done/", get=EVERYONE_200, post=NOT_POST)
+    ],
+    # A made-up key: the "bad link" page, for everyone; nothing is changed.
+    "accounts/password/reset/key/(?P<uidb36>[0-9A-Za-z]+)-(?P<key>.+)/$": [
+        C(
+            "/accounts/password/reset/key/{uidb36}-made-up-key/",
+            get=EVERYONE_200,
+            post=EVERYONE_200,
+            data=lambda world, role: {"password1": "x-Taken-over-1", "password2": "x-Taken-over-1"},
+        )
+    ],
+    "accounts/password/reset/key/done/": [
+        C("/accounts/password/reset/key/done/", get=EVERYONE_200, post=NOT_POST)
+    ],
+    # Sign-in by e-mailed code is off: nothing to confirm.
+    "accounts/login/code/confirm/": [
+        C("/accounts/login/code/confirm/", get=NO_PENDING_SIGN_IN, post=NO_PENDING_SIGN_IN)
+    ],
+    # --- Two-factor: an account's own authenticators.
+    "accounts/2fa/": [C("/accounts/2fa/", get=(LOGIN, *[200] * 6), post=(LOGIN, *[405] * 6))],
+    # The code prompt belongs to a sign-in in progress: there is none here.
+    "accounts/2fa/authenticate/": [
+        C("/accounts/2fa/authenticate/", get=NO_PENDING_SIGN_IN, post=NO_PENDING_SIGN_IN)
+    ],
+    "accounts/2fa/reauthenticate/": [
+        C("/accounts/2fa/reauthenticate/", get=ADMINS, post=ADMINS),
+    ],
+    # Enrolling: the form for those without TOTP; the privileged (enrolled by the fixture) must
+    # first give their code again.
+    "accounts/2fa/totp/activate/": [
+        C("/accounts/2fa/totp/activate/", get=ENROL, post=ENROL),
+    ],
+    "accounts/2fa/totp/deactivate/": [
+        C("/accounts/2fa/totp/deactivate/", get=UNENROL, post=UNENROL),
+    ],
+    "accounts/2fa/recovery-codes/": [
+        C("/accounts/2fa/recovery-codes/", get=(LOGIN, *[404] * 6), post=(LOGIN, *[405] * 6))
+    ],
+    "accounts/2fa/recovery-codes/generate/": [
+        C("/accounts/2fa/recovery-codes/generate/", get=ENROL, post=ENROL),
+    ],
+    "accounts/2fa/recovery-codes/download/": [
+        C(
+            "/accounts/2fa/recovery-codes/download/",
+            get=(LOGIN, *[404] * 6),
+            post=(LOGIN, *[404] * 6),
+        )
+    ],
+    # --- Single sign-on (off in the tests' settings: the provider's pages answer 404).
+    "accounts/3rdparty/login/cancelled/": [
+        C("/accounts/3rdparty/login/cancelled/", get=EVERYONE_200, post=NOT_POST)
+    ],
+    "accounts/3rdparty/login/error/": [
+        C("/accounts/3rdparty/login/error/", get=_by_role(*[401] * 7), post=NOT_POST)
+    ],
+    "accounts/3rdparty/signup/": [
+        C("/accounts/3rdparty/signup/", get=_by_role(*[LOGIN] * 7), post=_by_role(*[LOGIN] * 7))
+    ],
+    "accounts/3rdparty/": [
+        C("/accounts/3rdparty/", get=(LOGIN, *[200] * 6), post=(LOGIN, *[200] * 6))
+    ],
+    "accounts/social/login/cancelled/": [
+        C("/accounts/social/login/cancelled/", get=MOVED, post=MOVED)
+    ],
+    "accounts/social/login/error/": [C("/accounts/social/login/error/", get=MOVED, post=MOVED)],
+    "accounts/social/signup/": [C("/accounts/social/signup/", get=MOVED, post=MOVED)],
+    "accounts/social/connections/": [C("/accounts/social/connections/", get=MOVED, post=MOVED)],
+    "accounts/oidc/(?P<provider_id>[^/]+)/login/": [
+        C("/accounts/oidc/hospital/login/", get=NOWHERE, post=NOWHERE)
+    ],
+    "accounts/oidc/(?P<provider_id>[^/]+)/login/callback/": [
+        C("/accounts/oidc/hospital/login/callback/", get=NOWHERE, post=NOWHERE)
+    ],
     "accounts/tokens/": [
         C(
             "/accounts/tokens/",
@@ -150,6 +268,14 @@ EXPECTED: dict[str, list[Case]] = {
                 "overlap": 2,
                 "overlap_percent": 100,
             },
+        )
+    ],
+    "manage/sample": [
+        C(
+            "/manage/sample",
+            get=NOT_GET,
+            post=ADMINS_REDIRECT,
+            data=lambda world, role: {"study": world["study_id"], "size": 1, "method": "uniform"},
         )
     ],
     "manage/assignments/<int:pk>/reassign": [
@@ -230,6 +356,12 @@ EXPECTED: dict[str, list[Case]] = {
         C("/analysis/studies/{study_id}/ratings.csv", get=RESEARCHERS)
     ],
     # Clinicians by name: admins only.
+    "analysis/studies/<int:study_id>/release/": [
+        C("/analysis/studies/{study_id}/release/", get=RESEARCHERS)
+    ],
+    "analysis/studies/<int:study_id>/release.zip": [
+        C("/analysis/studies/{study_id}/release.zip", get=RESEARCHERS)
+    ],
     "analysis/studies/<int:study_id>/retest/": [
         C("/analysis/studies/{study_id}/retest/", get=ADMINS)
     ],
@@ -314,7 +446,8 @@ DJANGO_ADMIN = (ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN,
 DJANGO_ADMIN_MODEL = (ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 403, 200)
 ADMIN_SAMPLE: dict[str, list[Case]] = {
     "admin/": [C("/admin/", get=DJANGO_ADMIN)],
-    "admin/login/": [C("/admin/login/", get=(200, 200, 200, 200, 200, 302, 302))],
+    # To the platform's sign-in (with its second factor); signed-in non-staff are refused.
+    "admin/login/": [C("/admin/login/", get=(LOGIN, 403, 403, 403, 403, 302, 302))],
     "admin/auth/user/": [C("/admin/auth/user/", get=DJANGO_ADMIN_MODEL)],
     "admin/auth/user/<id>/password/": [
         C("/admin/auth/user/{superuser_id}/password/", get=DJANGO_ADMIN_MODEL)
@@ -494,7 +627,8 @@ def world(db, django_user_model) -> dict:
         "superuser_id": users["superuser"].pk,
         # For an account nobody signs in to here (signing in would void the link).
         "uidb64": urlsafe_base64_encode(force_bytes(invitee.pk)),
-        "reset_token": default_token_generator.make_token(invitee),
+        "reset_token": password_token_generator.make_token(invitee),
+        "uidb36": int_to_base36(invitee.pk),
         "run_id": run.pk,
         "endpoint_id": endpoint.pk,
         "token_digest": token.digest,

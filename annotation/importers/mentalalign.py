@@ -3,10 +3,16 @@
 `ConvID`, `context`, then one column per response key: `human_response_<key>` in the human
 workbook, `judge_response_<key>` in a judge's; each cell holds JSON (sometimes fenced, sometimes
 broken). Header names may carry a leading space.
+
+A human workbook written by `release_study` has one more column, `Clinician` (a study code such
+as C01): one row per clinician and conversation, so one ConvID may appear once per clinician.
+Its cells may also hold a marker instead of scores: `[not rated]` (the clinician gave no
+submitted rating of that response) or `[flagged]` (they set the conversation aside). A marker
+is read as exactly that, never as a score. See docs/release.md.
 """
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import ImportProblem, require_readable
@@ -22,7 +28,13 @@ from .limits import (
     check_zip,
 )
 
+# A code names a rater together with the study's name (a rater's name holds 200 characters).
+CODE_MAX_CHARS = 16
 PREFIXES = {"human": "human_response_", "judge": "judge_response_"}
+CLINICIAN_COLUMN = "Clinician"
+NOT_RATED = "[not rated]"
+FLAGGED = "[flagged]"
+MARKERS = (NOT_RATED, FLAGGED)
 
 
 @dataclass
@@ -32,6 +44,7 @@ class Cell:
     conversation: str
     responder: str
     raw: str | None
+    clinician: str = ""  # the Clinician column's code; "" in a workbook without one
 
 
 @dataclass
@@ -40,6 +53,15 @@ class Workbook:
     contexts: dict[str, tuple[int, str]]  # ConvID → (row, context)
     cells: list[Cell]
     responders: list[str]
+    # The codes of a workbook with a Clinician column, in the order first seen; else empty.
+    clinicians: list[str] = field(default_factory=list)
+
+    def for_clinician(self, code: str) -> "Workbook":
+        """The rows of one clinician, as a workbook of its own (one rater per workbook)."""
+        cells = [c for c in self.cells if c.clinician == code]
+        ids = {c.conversation for c in cells}
+        contexts = {k: v for k, v in self.contexts.items() if k in ids}
+        return Workbook(self.file, contexts, cells, self.responders, [code])
 
 
 def read_workbook(path: Path, *, kind: str, limits: ImportLimits | None = None) -> Workbook:
@@ -105,6 +127,13 @@ def read_workbook(path: Path, *, kind: str, limits: ImportLimits | None = None) 
             file=file,
         )
         id_index, context_index = stripped.index("ConvID"), stripped.index("context")
+        clinician_index = (
+            stripped.index(CLINICIAN_COLUMN)
+            if kind == "human" and CLINICIAN_COLUMN in stripped
+            else None
+        )
+        seen: dict[tuple[str, str], int] = {}  # (clinician, ConvID) → row
+        clinicians: dict[str, None] = {}
         contexts: dict[str, tuple[int, str]] = {}
         cells: list[Cell] = []
         cell_count = 0
@@ -131,6 +160,10 @@ def read_workbook(path: Path, *, kind: str, limits: ImportLimits | None = None) 
                     column="ConvID",
                 )
             conv_key = str(conv_id).strip()
+            clinician = ""
+            if clinician_index is not None:
+                clinician = _clinician(values, clinician_index, file=file, row=number)
+                clinicians.setdefault(clinician)
             check_text(conv_key, file=file, row=number, column="ConvID", limits=limits)
             if len(conv_key) > ID_MAX_CHARS:
                 raise ImportProblem(
@@ -140,13 +173,16 @@ def read_workbook(path: Path, *, kind: str, limits: ImportLimits | None = None) 
                     row=number,
                     column="ConvID",
                 )
-            if conv_key in contexts:
+            if (clinician, conv_key) in seen:
                 raise ImportProblem(
-                    f"duplicate ConvID {conv_key} (first at row {contexts[conv_key][0]})",
+                    f"duplicate ConvID {conv_key}"
+                    + (f" for clinician {clinician}" if clinician else "")
+                    + f" (first at row {seen[(clinician, conv_key)]})",
                     file=file,
                     row=number,
                     column="ConvID",
                 )
+            seen[(clinician, conv_key)] = number
             context = _at(values, context_index)
             if not isinstance(context, str) or not context.strip():
                 raise ImportProblem(
@@ -156,17 +192,39 @@ def read_workbook(path: Path, *, kind: str, limits: ImportLimits | None = None) 
                     column="context",
                 )
             check_text(context, file=file, row=number, column="context", limits=limits)
-            contexts[conv_key] = (number, context.strip())
+            if conv_key in contexts and contexts[conv_key][1] != context.strip():
+                raise ImportProblem(
+                    f"the context of ConvID {conv_key} differs from the one at row "
+                    f"{contexts[conv_key][0]}",
+                    file=file,
+                    row=number,
+                    column="context",
+                )
+            contexts.setdefault(conv_key, (number, context.strip()))
             for index, column, responder in response_columns:
                 raw = _at(values, index)
                 if raw is not None and not isinstance(raw, str):
                     raw = str(raw)
                 if raw is not None:
                     check_text(raw, file=file, row=number, column=column, limits=limits)
-                cells.append(Cell(number, column, conv_key, responder, raw))
-        return Workbook(file, contexts, cells, [r for _, _, r in response_columns])
+                cells.append(Cell(number, column, conv_key, responder, raw, clinician))
+        return Workbook(
+            file, contexts, cells, [r for _, _, r in response_columns], list(clinicians)
+        )
     finally:
         book.close()
+
+
+def _clinician(values: tuple, index: int, *, file: str, row: int) -> str:
+    code = _at(values, index)
+    if not isinstance(code, str) or not code.strip() or len(code.strip()) > CODE_MAX_CHARS:
+        raise ImportProblem(
+            f"expected a clinician's code of 1 to {CODE_MAX_CHARS} characters, got {code!r}",
+            file=file,
+            row=row,
+            column=CLINICIAN_COLUMN,
+        )
+    return code.strip()
 
 
 def _at(values: tuple, index: int) -> object:

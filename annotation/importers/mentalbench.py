@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from ..csvsafe import cell_unescaped
 from .base import ImportProblem, require_readable
 from .limits import (
     ID_MAX_CHARS,
@@ -203,6 +204,10 @@ def _csv_rows(
         columns = next(reader, None)
         if columns is None:
             raise ImportProblem("no rows", file=file)
+        # A CSV this platform wrote has an apostrophe before every cell a spreadsheet would
+        # run as a formula (annotation/csvsafe.py); it comes off here, so such a file reads
+        # back as the text that was written.
+        columns = [cell_unescaped(c) for c in columns]
         check_columns(len(columns), file=file, row=1, limits=limits)
         _check_header(columns, file=file, limits=limits)
         _check_collisions(columns, file=file)
@@ -214,6 +219,7 @@ def _csv_rows(
             check_cells(cells, file=file, row=number, limits=limits)
             if len(values) > len(columns):
                 raise ImportProblem("more cells than header columns", file=file, row=number)
+            values = [cell_unescaped(v) for v in values]
             padded = values + [None] * (len(columns) - len(values))
             rows.append((number, dict(zip(columns, padded, strict=True))))
     except csv.Error as exc:

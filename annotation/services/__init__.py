@@ -17,6 +17,7 @@ from .importing import (  # noqa: F401
     clinician_rater_get_or_create,
     conversations_import,
     distortion_labels_set,
+    human_workbook_sources,
     judge_rater_get_or_create,
     mentalalign_import,
     responders_check_study_limit,
@@ -51,4 +52,5 @@ from .rating import (  # noqa: F401
     clinician_create,
     rating_save,
     user_password_token_issue,
+    username_clean,
 )

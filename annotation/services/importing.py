@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Model
 
 from scoring.distortions import DEFAULT_DISTORTIONS, OTHERS
 from scoring.parsing import parse_judge_output
@@ -16,11 +17,12 @@ from scoring.rubric import DEFAULT_ATTRIBUTES, DEFAULT_RUBRIC_NAME
 
 from ..importers.base import ImportProblem
 from ..importers.copy_load import (  # COPY on PostgreSQL, bulk_create elsewhere
+    analyze_after_commit,
     bulk_insert,
     bulk_insert_values,
 )
 from ..importers.limits import ImportLimits
-from ..importers.mentalalign import Workbook
+from ..importers.mentalalign import FLAGGED, NOT_RATED, Workbook
 from ..importers.mentalbench import ConversationRecord
 from ..models import (
     Attribute,
@@ -271,6 +273,9 @@ def conversations_import(
                 )
     bulk_insert_values(Response, ("conversation_id", "responder_id", "text"), new_responses)
     Response.objects.bulk_update(filled, ["text"], batch_size=BATCH)
+    analyze_after_commit(
+        {Conversation: len(new_conversations), Response: len(new_responses) + len(filled)}
+    )
     summary = {
         "rows": len(records),
         "conversations_created": len(new_conversations),
@@ -295,6 +300,25 @@ class WorkbookSource:
     workbook: Workbook
     rater: Rater
     sha256: str
+
+
+def human_workbook_sources(
+    *, study: Study, workbook: Workbook, sha256: str, rater_name: str
+) -> list[WorkbookSource]:
+    """The clinicians' workbook as rater sources: one rater (`rater_name`) for a workbook
+    without a Clinician column, as the MentalAlign-70k release; one per code for a released
+    study's workbook, named "<study> <code>" so that C01 of one study is not C01 of another."""
+    if not workbook.clinicians:
+        rater = clinician_rater_get_or_create(name=rater_name)
+        return [WorkbookSource(workbook=workbook, rater=rater, sha256=sha256)]
+    return [
+        WorkbookSource(
+            workbook=workbook.for_clinician(code),
+            rater=clinician_rater_get_or_create(name=f"{study.name} {code}"),
+            sha256=sha256,
+        )
+        for code in workbook.clinicians
+    ]
 
 
 def _conversations_for_workbook(
@@ -378,7 +402,8 @@ def mentalalign_import(
     user: User | None = None,
 ) -> list[dict]:
     """Store every parseable cell as a complete rating (with its raw text) and every unparseable
-    one as an invalid rating (raw text and reason, no scores); count empty cells. All sources
+    one as an invalid rating (raw text and reason, no scores); count empty cells and the
+    `[not rated]` / `[flagged]` markers of a released study (stored as nothing). All sources
     are one transaction. With `strict`, the first unusable cell aborts the whole import.
     Re-importing stores nothing twice (existing rater/response ratings are kept).
     """
@@ -387,10 +412,15 @@ def mentalalign_import(
     names = [a.name for a in attributes]
     scale = (rubric.scale_min, rubric.scale_max)
     summaries = []
+    # Rows written per table (an upper bound for conversations and responses, most of which a
+    # second workbook finds present): analyze_after_commit decides what needs new statistics.
+    written: Counter[type[Model]] = Counter()
     for source in sources:
         workbook, rater = source.workbook, source.rater
         conversations, problems = _conversations_for_workbook(study, workbook, strict=strict)
         responses = _responses_for_workbook(study, workbook, conversations)
+        written[Conversation] += len(conversations)
+        written[Response] += len(responses)
         existing = dict(
             Rating.objects.filter(
                 rater=rater, run__isnull=True, repeat=0, response_id__in=list(responses.values())
@@ -413,6 +443,10 @@ def mentalalign_import(
                             workbook, cell, "differs from the stored import; kept the stored rating"
                         )
                     )
+                continue
+            if raw.strip() in (NOT_RATED, FLAGGED):
+                # A released study's marker: nothing to store, and not a problem of the file.
+                counts["flagged" if raw.strip() == FLAGGED else "not_rated"] += 1
                 continue
             if not raw.strip():
                 counts["empty"] += 1
@@ -454,7 +488,7 @@ def mentalalign_import(
             ratings,
         )  # fmt: skip
         by_name = {a.name: a for a in attributes}
-        bulk_insert_values(
+        score_ids = bulk_insert_values(
             Score,
             ("rating_id", "attribute_id", "value"),
             (
@@ -463,6 +497,8 @@ def mentalalign_import(
                 for name, value in scores.items()
             ),
         )
+        written[Rating] += len(rating_ids)
+        written[Score] += len(score_ids)
         summary = {
             "file": workbook.file,
             "rater": rater.name,
@@ -470,6 +506,8 @@ def mentalalign_import(
             "stored": counts["stored"],
             "invalid": counts["invalid"],
             "empty": counts["empty"],
+            "not_rated": counts["not_rated"],
+            "flagged": counts["flagged"],
             "already_present": counts["already_present"],
             "changed_since_import": counts["changed_since_import"],
             "conversations": len(conversations),
@@ -485,6 +523,7 @@ def mentalalign_import(
             created_by=user,
         )
         summaries.append({**summary, "problems": problems, "log_id": log.pk})
+    analyze_after_commit(written)
     return summaries
 
 

@@ -5,13 +5,14 @@ Every write to one assignment locks its row first, so two tabs' saves run one at
 
 import random
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.contrib.auth.tokens import default_token_generator
-from django.core.exceptions import PermissionDenied
+from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.encoding import force_bytes
@@ -32,6 +33,7 @@ from ..models import (
     Study,
 )
 from ..roles import CLINICIAN, role_add, user_can_manage
+from ..tokens import password_token_generator
 from .importing import BATCH
 
 # A heartbeat adds at most this many seconds: the page sends one every 15 s while it is visible
@@ -82,6 +84,7 @@ def assignments_create(
     overlap: int = 1,
     overlap_fraction: float = 0.0,
     seed_rng: random.Random | None = None,
+    conversations: Collection[int] | None = None,
 ) -> list[Assignment]:
     """Give every conversation of the study to one clinician, and `overlap_fraction` of them
     (1.0 = all) to `overlap` clinicians in all, for inter-rater agreement.
@@ -92,6 +95,7 @@ def assignments_create(
     without response texts (MentalAlign import) are skipped; a distortion study assigns every
     conversation (clinicians label its user message). `seed_rng` makes the permutation
     seeds reproducible (tests); otherwise each assignment gets a fresh random seed.
+    ``conversations`` (primary keys) limits it to those, e.g. the study's clinician sample.
     """
     if not clinicians:
         raise ValueError("choose at least one clinician")
@@ -119,6 +123,9 @@ def assignments_create(
             conversation__study=study, conversation__practice=False
         ).exclude(text=""):
             responses.setdefault(response.conversation_id, []).append(response)
+    if conversations is not None:
+        wanted_ids = set(conversations)
+        responses = {pk: rs for pk, rs in responses.items() if pk in wanted_ids}
     conversation_ids = sorted(responses)
     # Practice and repeat assignments are not part of the overlap or of a clinician's load.
     real = Assignment.objects.filter(conversation__study=study, kind=Assignment.Kind.RATING)
@@ -196,6 +203,9 @@ def _check_movable(assignment: Assignment) -> None:
     # themselves: given to anyone else, neither would mean anything.
     if assignment.kind != Assignment.Kind.RATING:
         raise ValueError("practice and repeat conversations stay with their clinician")
+    if assignment.part:
+        # It shows the clinician's own earlier scores beside the added responses.
+        raise ValueError("added responses stay with the clinician who rated the conversation")
 
 
 def assignment_is_stale(assignment: Assignment, *, now=None) -> bool:
@@ -312,14 +322,19 @@ def rating_save(
     now = timezone.now()
     clock = _clock(edited_ms, now)
     assignment = _locked_open(assignment)
-    response_id = (
+    item = (
         AssignmentItem.objects.filter(assignment=assignment, token=item_token)
         .order_by()  # the model's default ordering would join the assignment table
-        .values_list("response_id", flat=True)
+        .values_list("response_id", "earlier")
         .first()
     )
-    if response_id is None:
+    if item is None:
         raise ValueError("unknown response")
+    response_id, earlier = item
+    if earlier:
+        raise AssignmentLocked(
+            "this response was rated and submitted before; it is shown read-only"
+        )
     rating = _form_row(Rating, assignment=assignment, response_id=response_id)
     _touch(assignment, now)
     if attribute_id is not None:
@@ -391,7 +406,8 @@ def assignment_submit(*, assignment: Assignment, user: User) -> Assignment:
     attributes = list(
         Attribute.objects.filter(rubric__studies__conversations=assignment.conversation_id)
     )
-    items = list(assignment.items.order_by("position"))
+    # Responses rated in an earlier part are shown for comparison; their ratings stay as they were.
+    items = list(assignment.items.filter(earlier=False).order_by("position"))
     ratings = {
         r.response_id: r
         for r in Rating.objects.filter(
@@ -459,17 +475,46 @@ def assignment_heartbeat(*, assignment: Assignment) -> None:
         _touch(assignment, now)
 
 
+def username_clean(username: str) -> str:
+    """`username` stripped and checked, or ValueError saying why it cannot be a new account's.
+
+    Django's username rule (letters, digits and @ . + - _ only: no spaces, tabs or formula
+    syntax), a letter or digit first (a name is shown in CSVs and admin lists, where a leading
+    = + - @ is how a spreadsheet formula starts), at most 150 characters, and unique without
+    regard to case: "Admin" beside "admin" would be a second account that reads as the first.
+    """
+    username = username.strip()
+    if not username:
+        raise ValueError("a username is needed")
+    User = get_user_model()
+    max_length = 150  # auth.User.username
+    if len(username) > max_length:
+        raise ValueError(f"a username has at most {max_length} characters")
+    try:
+        UnicodeUsernameValidator()(username)
+    except ValidationError:
+        raise ValueError(
+            f"the username {username!r} may hold only letters, digits and @ . + - _"
+        ) from None
+    if not username[0].isalnum():
+        raise ValueError(f"the username {username!r} must start with a letter or a digit")
+    clash = User.objects.filter(**{f"{User.USERNAME_FIELD}__iexact": username}).first()
+    if clash is not None:
+        taken = clash.get_username()
+        raise ValueError(
+            f"the username {username!r} is taken"
+            + ("" if taken == username else f" (as {taken!r}: usernames ignore case)")
+        )
+    return username
+
+
 @transaction.atomic
 def clinician_create(*, username: str, email: str = "") -> tuple:
     """An admin-created clinician account without a usable password (the invite link sets it),
     with its role and its Rater."""
-    username = username.strip()
+    username = username_clean(username)
     User = get_user_model()
-    if not username:
-        raise ValueError("a clinician needs a username")
-    if User.objects.filter(username=username).exists():
-        raise ValueError(f"the username {username!r} is taken")
-    if Rater.objects.filter(name=username).exists():
+    if Rater.objects.filter(name__iexact=username).exists():
         raise ValueError(f"a rater named {username!r} exists already")
     user = User(username=username, email=email.strip())
     user.set_unusable_password()
@@ -485,11 +530,13 @@ def user_password_token_issue(*, actor: User, user: User) -> tuple[str, str]:
     Whoever holds the link can take the account over, so it is issued only for accounts the
     actor may manage (`roles.manageable_users`): an admin-group member never gets one for staff,
     a superuser or another admin. Issuing changes nothing yet; the token stops working once the
-    password is set (Django's password-reset token generator).
+    password is set, after PASSWORD_RESET_TIMEOUT, and as soon as the account's rights change
+    (`annotation.tokens`), so a link issued for a researcher cannot take over the account once it
+    has been promoted.
     """
     if not user_can_manage(actor=actor, target=user):
         raise PermissionDenied(
             f"you may not issue a password link for {user.get_username()!r}: admin pages act only "
             "on accounts with fewer rights than your own"
         )
-    return urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)
+    return urlsafe_base64_encode(force_bytes(user.pk)), password_token_generator.make_token(user)

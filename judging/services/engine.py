@@ -11,17 +11,17 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
 from annotation.selectors import study_distortion_labels, study_rubric
 from scoring.label_parsing import Scheme, parse_label_output
-from scoring.parsing import parse_judge_output, strip_think
+from scoring.parsing import CUT_OFF, parse_judge_output, strip_think
 
 from .. import prompts, providers, structured
 from ..models import ModelEndpoint, Run, RunItem
@@ -46,6 +46,7 @@ from .storage import (
 )
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # HTTP attempts per LLM request (429/5xx/timeouts), all inside providers.complete_with_retries;
 # Celery itself never retries these tasks, so retries are not multiplied.
@@ -53,9 +54,15 @@ MAX_HTTP_ATTEMPTS = 5
 WATCH_SECONDS = 1.0  # how often a loop looks for a cancel (cancel takes effect within seconds)
 RETRY_BASE_DELAY = 0.5  # seconds before the first retry; doubles each time (tests shorten it)
 UNLIMITED_RATE = 100_000.0  # requests/s when the run sets no rate limit
+# How long a run loop waits out a database that went away (a PostgreSQL restart) before it
+# gives up and leaves its items to the sweeper.
+DB_OUTAGE_SECONDS = float(os.environ.get("JUDGING_DB_OUTAGE_SECONDS", "120"))
 # 401/403/404 mean the endpoint itself is wrong (key, model name): stop the run, fail nothing.
 ENDPOINT_BROKEN_STATUSES = frozenset({401, 403, 404})
 JUDGE_MAX_TOKENS = 1024
+# A re-ask after an answer the token limit cut off doubles the limit, up to this many times the
+# run's own: the same limit would most likely cut the next answer at the same place.
+CUT_OFF_MAX_TOKENS_FACTOR = 4
 
 
 # ------------------------------------------------------------------------------ the work loop
@@ -173,6 +180,36 @@ def run_work(*, run_id: int) -> None:
     run_finalize(run_id=run_id)
 
 
+def _db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """`sync_to_async(function)` that waits out a database restart instead of ending the loop.
+
+    Without it, a loop whose connection died mid-run lost what it held in memory: answers
+    received but not yet stored or billed (the provider billed them all the same). On
+    OperationalError or InterfaceError from a connection that no longer answers, it is closed
+    and the call made again, backing off up to DB_OUTAGE_SECONDS. Repeating a call is safe: what
+    failed rolled back, and storing is exactly-once under the item's claim; only a commit whose
+    acknowledgement was lost in the restart could be billed twice.
+    """
+
+    def call(*args: Any, **kwargs: Any) -> T:
+        deadline, delay = time.monotonic() + DB_OUTAGE_SECONDS, 0.5
+        while True:
+            try:
+                return function(*args, **kwargs)
+            except (OperationalError, InterfaceError):
+                # Only a connection that is gone: a deadlock or a lock timeout on a live
+                # connection is the caller's to handle, as before.
+                alive = connection.connection is not None and connection.is_usable()
+                if alive or time.monotonic() + delay > deadline:
+                    raise
+                logger.warning("run loop: database unavailable, trying again in %.1f s", delay)
+                connection.close()  # thread-sensitive: this thread's broken connection
+                time.sleep(delay)
+                delay = min(5.0, delay * 2)
+
+    return sync_to_async(call)
+
+
 def _limiter(plan: _Plan) -> LocalRateLimiter | RedisRateLimiter:
     rate = plan.rate_limit or UNLIMITED_RATE
     # A set limit spaces requests evenly (no bursts); without one only 429 pauses matter.
@@ -191,17 +228,17 @@ async def _work_async(plan: _Plan) -> None:
     """The asyncio loop: keep `concurrency` requests in flight, store results as they arrive."""
     assert plan.config is not None
     token = uuid.uuid4().hex
-    claim = sync_to_async(items_claim)
-    store = sync_to_async(plan.store)
+    claim = _db(items_claim)
+    store = _db(plan.store)
     try:
         client = providers.make_client(plan.config)
     except providers.PermanentError as exc:
-        await sync_to_async(run_fail)(run_id=plan.run_id, error=str(exc))
+        await _db(run_fail)(run_id=plan.run_id, error=str(exc))
         return
     limiter = _limiter(plan)
     stop = asyncio.Event()
     ledger: list[tuple[int, int, int]] = []
-    bill = sync_to_async(items_bill)
+    bill = _db(items_bill)
 
     async def bill_received() -> None:
         if ledger:
@@ -209,7 +246,7 @@ async def _work_async(plan: _Plan) -> None:
             ledger.clear()  # no await in between: nothing is counted twice or dropped
             await bill(received=received, plan=plan)
 
-    await sync_to_async(items_heartbeat)(token=token, run_id=plan.run_id)
+    await _db(items_heartbeat)(token=token, run_id=plan.run_id)
     watcher = asyncio.create_task(_watch(plan.run_id, token, stop))
     in_flight: dict[asyncio.Task[Outcome], RunItem] = {}
     refill_at = max(1, plan.concurrency // 4)
@@ -227,7 +264,7 @@ async def _work_async(plan: _Plan) -> None:
                     )
                     in_flight[task] = item
             if not in_flight:
-                if not await sync_to_async(_open_items_exist)(plan.run_id):
+                if not await _db(_open_items_exist)(plan.run_id):
                     break
                 # Other loops hold the rest; linger, so that items of a worker that dies are
                 # taken over once its lease runs out.
@@ -242,12 +279,10 @@ async def _work_async(plan: _Plan) -> None:
                 item = in_flight.pop(task)
                 outcome = task.result()
                 if outcome.endpoint_broken:
-                    await sync_to_async(run_fail)(run_id=plan.run_id, error=outcome.error)
+                    await _db(run_fail)(run_id=plan.run_id, error=outcome.error)
                     stop.set()
                 elif outcome.release:
-                    await sync_to_async(items_release)(
-                        token=token, item_ids=[item.id], error=outcome.error
-                    )
+                    await _db(items_release)(token=token, item_ids=[item.id], error=outcome.error)
                 else:
                     finished.append((item, outcome))
             if finished:
@@ -258,7 +293,7 @@ async def _work_async(plan: _Plan) -> None:
             task.cancel()
         await asyncio.gather(*in_flight, watcher, return_exceptions=True)
         await bill_received()
-        await sync_to_async(items_release)(token=token)
+        await _db(items_release)(token=token)
         await client.close()
         if isinstance(limiter, RedisRateLimiter):
             await limiter.aclose()
@@ -269,11 +304,11 @@ async def _watch(run_id: int, token: str, stop: asyncio.Event) -> None:
     heartbeat_every = max(1.0, claims.LEASE_SECONDS / 4)
     last_beat = time.monotonic()
     while not stop.is_set():
-        if await sync_to_async(_run_status)(run_id) != Run.Status.RUNNING:
+        if await _db(_run_status)(run_id) != Run.Status.RUNNING:
             stop.set()
             return
         if time.monotonic() - last_beat >= heartbeat_every:
-            await sync_to_async(items_heartbeat)(token=token, run_id=run_id)
+            await _db(items_heartbeat)(token=token, run_id=run_id)
             last_beat = time.monotonic()
         try:
             await asyncio.wait_for(stop.wait(), timeout=WATCH_SECONDS)
@@ -373,6 +408,7 @@ async def _judge(
     """Ask, parse; re-ask an unusable output up to max_output_attempts times. Never guesses."""
     names = [attribute["name"] for attribute in plan.rubric]
     problems = outcome.problems
+    limit = plan.max_tokens or JUDGE_MAX_TOKENS
     for ask in range(1, plan.max_output_attempts + 1):
         if stop.is_set():
             outcome.release = True  # cancelled: the item goes back to pending, unasked
@@ -384,22 +420,46 @@ async def _judge(
             client,
             limiter,
             temperature=plan.temperature,
-            max_tokens=plan.max_tokens or JUDGE_MAX_TOKENS,
+            max_tokens=limit,
             json_mode=plan.json_mode,
             schema=plan.output_schema,
         )
         outcome.add(completion)
         outcome.raw_output = completion.text
         parse = parse_judge_output(completion.text, names, plan.scale)
-        if parse.ok:
+        reason = cut_off_reason(completion, limit, parse.error) or parse.error
+        if reason is None:
             outcome.parse, outcome.error = parse, ""
             return
-        reason = parse.error or "unusable output"
-        if completion.truncated:
-            reason = f"cut off by the token limit: {reason}"
         problems.append(f"attempt {ask}: {reason}")
+        limit = reask_limit(completion, limit, base=plan.max_tokens or JUDGE_MAX_TOKENS)
     outcome.error = "no valid judge output; " + "; ".join(problems)
     problems.clear()  # the error says it all
+
+
+def cut_off_reason(
+    completion: providers.Completion, limit: int | None, detail: str | None = None
+) -> str | None:
+    """Why an answer the provider stopped at the token limit is no answer (None otherwise),
+    with what the parser said of it where it said something (`detail`).
+
+    Whatever a parser could read from the part that came (every score may be there, the
+    explanation cut), the judge did not finish: taking it would be a guess at what it meant.
+    """
+    if not completion.truncated:
+        return None
+    at = f"{limit} tokens, " if limit else ""
+    reason = f"{CUT_OFF} ({at}finish reason {completion.raw_finish_reason})"
+    detail = (detail or "").removeprefix(CUT_OFF).lstrip(": ")
+    return f"{reason}: {detail}" if detail else reason
+
+
+def reask_limit(completion: providers.Completion, limit: int, *, base: int) -> int:
+    """The token limit for the re-ask: doubled after a cut-off answer, up to
+    CUT_OFF_MAX_TOKENS_FACTOR × the run's own limit; unchanged after any other problem."""
+    if not completion.truncated:
+        return limit
+    return min(limit * 2, base * CUT_OFF_MAX_TOKENS_FACTOR)
 
 
 async def _label(
@@ -414,6 +474,7 @@ async def _label(
     """Ask for labels; re-ask an unparseable answer up to max_output_attempts times. Labels
     outside the list are kept (as "Others", verbatim in `others`); nothing is guessed."""
     problems = outcome.problems
+    limit = plan.max_tokens or LABELLING_MAX_TOKENS
     for ask in range(1, plan.max_output_attempts + 1):
         if stop.is_set():
             outcome.release = True
@@ -425,20 +486,19 @@ async def _label(
             client,
             limiter,
             temperature=plan.temperature,
-            max_tokens=plan.max_tokens or LABELLING_MAX_TOKENS,
+            max_tokens=limit,
             json_mode=False,  # Appendix D asks for a plain comma-separated list
             schema=plan.output_schema,  # sent only when the endpoint turned it on
         )
         outcome.add(completion)
         outcome.raw_output = completion.text
         parse = parse_label_output(completion.text, plan.labels, scheme=plan.scheme)
-        if parse.ok:
+        reason = cut_off_reason(completion, limit, parse.error) or parse.error
+        if reason is None:
             outcome.label_parse, outcome.error = parse, ""
             return
-        reason = parse.error or "unusable output"
-        if completion.truncated:
-            reason = f"cut off by the token limit: {reason}"
         problems.append(f"attempt {ask}: {reason}")
+        limit = reask_limit(completion, limit, base=plan.max_tokens or LABELLING_MAX_TOKENS)
     outcome.error = "no valid label output; " + "; ".join(problems)
     problems.clear()
 

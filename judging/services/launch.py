@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -191,9 +192,15 @@ def judge_run_create(
         sample_size=sample_size,
         sample_seed=sample_seed,
     )
+    subset_label = dict(Run.Subset.choices).get(subset, subset)
     return _run_launch(
         target="response_id",
         ids=targets,
+        nothing=(
+            f"nothing to judge: no response with text in this study is left for {rater.name} "
+            f"in the subset “{subset_label}” (responses it must not rate are left out); "
+            "nothing was launched"
+        ),
         study_id=study_id,
         endpoint=endpoint,
         rater=rater,
@@ -239,6 +246,10 @@ def generation_run_create(
     return _run_launch(
         target="conversation_id",
         ids=missing,
+        nothing=(
+            f"nothing to generate for {endpoint.name}: every conversation of this study already "
+            f"has a response from {responder.name}; nothing was launched"
+        ),
         study_id=study_id,
         endpoint=endpoint,
         responder=responder,
@@ -317,6 +328,7 @@ def labelling_run_create(
     return _run_launch(
         target="conversation_id",
         ids=ids,
+        nothing="nothing to label: this study has no conversations; nothing was launched",
         study_id=study_id,
         endpoint=endpoint,
         rater=judge_rater_for_endpoint(endpoint=endpoint),
@@ -345,13 +357,15 @@ def _refuse_offline(endpoint: ModelEndpoint, *, model: str) -> None:
         )
 
 
-def _run_launch(*, target: str, ids: Iterable[int], **fields: Any) -> Run:
+def _run_launch(*, target: str, ids: Iterable[int], nothing: str, **fields: Any) -> Run:
     """Write the Run, one RunItem per (target id, repeat), and start it on commit.
 
-    Precondition: inside the caller's transaction, so a refused launch writes nothing.
+    A run with nothing to do is refused with `nothing` (what there was none of, and why) rather
+    than created "done 0/0". Precondition: inside the caller's transaction, so a refused launch
+    writes nothing.
     """
     run = Run.objects.create(**fields)
-    RunItem.objects.bulk_create(
+    created = RunItem.objects.bulk_create(
         (
             RunItem(run=run, repeat=repeat, **{target: target_id})
             for target_id in ids
@@ -359,6 +373,8 @@ def _run_launch(*, target: str, ids: Iterable[int], **fields: Any) -> Run:
         ),
         batch_size=5000,
     )
+    if not created:
+        raise RunError(nothing)
     _start(run)
     return run
 
@@ -381,8 +397,7 @@ def _start(run: Run) -> None:
     if not RunItem.objects.filter(
         run=run, status__in=[RunItem.Status.PENDING, RunItem.Status.RUNNING]
     ).exists():
-        run.status, run.finished_at = Run.Status.DONE, now
-        run.save(update_fields=["status", "finished_at"])
+        _settle(run, now)
         return
     run.status, run.error, run.finished_at = Run.Status.RUNNING, "", None
     run.started_at = run.started_at or now
@@ -471,9 +486,36 @@ def run_finalize(*, run_id: int) -> Run:
     elif run.status == Run.Status.RUNNING:
         open_statuses = [RunItem.Status.PENDING, RunItem.Status.RUNNING]
         if not items.filter(status__in=open_statuses).exists():
-            run.status, run.finished_at = Run.Status.DONE, now
-            run.save(update_fields=["status", "finished_at"])
+            _settle(run, now)
     return run
+
+
+def _settle(run: Run, now) -> None:
+    """A run with nothing left open ends *done*, or *failed* when it has items and not one of
+    them succeeded: a run whose every item failed is no done run. Some failures leave it done;
+    its page counts them and lists their reasons.
+
+    Precondition: the run row is locked (or was just created) in the caller's transaction.
+    """
+    counts = RunItem.objects.filter(run=run).aggregate(
+        done=Count("id", filter=Q(status=RunItem.Status.DONE)),
+        failed=Count("id", filter=Q(status=RunItem.Status.FAILED)),
+    )
+    if counts["failed"] and not counts["done"]:
+        first = (
+            RunItem.objects.filter(run=run, status=RunItem.Status.FAILED)
+            .order_by("id")
+            .values_list("last_error", flat=True)
+            .first()
+        )
+        run.status = Run.Status.FAILED
+        run.error = (
+            f"every item failed ({counts['failed']} of {counts['failed']}); the first: {first}"
+        )[:2000]
+    else:
+        run.status, run.error = Run.Status.DONE, ""
+    run.finished_at = now
+    run.save(update_fields=["status", "error", "finished_at"])
 
 
 @transaction.atomic
@@ -491,7 +533,8 @@ def run_fail(*, run_id: int, error: str) -> None:
 def runs_sweep() -> dict[str, list[int]]:
     """Move on every run whose workers are gone; returns run ids by what was done to them.
 
-    Runs periodically (Celery beat → `tasks.runs_sweep`; `manage.py sweep_runs` without Redis)
+    Runs periodically (Celery beat → `tasks.runs_sweep`, on the upkeep queue; `manage.py
+    sweep_runs` from a shell)
     and when a worker starts, so no run ever needs a person to finish it:
     - cancelling: items of dead workers go back to pending once their lease ran out, then the
       run is cancelled (`run_finalize`);

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from annotation.importers.copy_load import bulk_insert_values
+from annotation.importers.copy_load import analyze_after_commit, bulk_insert_values
 from annotation.models import (
     LabelAnnotation,
     Rating,
@@ -278,6 +278,9 @@ def _ratings_insert(answered: Sequence[Result], plan: _Plan) -> None:
     ]
     if len(rows) >= COPY_MIN_RESULTS:
         bulk_insert_values(Score, _SCORE_COLUMNS, score_rows)
+        # A batch run stores its results in chunks of thousands: the reports that follow
+        # need statistics that know about them.
+        analyze_after_commit({Rating: len(ids), Score: len(score_rows)})
     else:
         Score.objects.bulk_create(
             Score(rating_id=rating_id, attribute_id=attribute_id, value=value)

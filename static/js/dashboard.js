@@ -1,4 +1,5 @@
-// The reliability dashboard's filters: a filter the server refused (400) or failed on (5xx,
+// A filter form whose results are #report (the reliability dashboard, the judge-assisted
+// page): a filter the server refused (400) or failed on (5xx,
 // network) replaces the report, so the numbers of the previous subset never stand under the
 // filter now chosen.
 document.addEventListener("DOMContentLoaded", function () {

@@ -145,6 +145,11 @@
       forget(elt, elt.dataset.sending);
       if (elt.dataset.sending === elt.dataset.edited) dirty.delete(elt);
       if (dirty.size) show("Saving…", "saving");
+    } else if (status === 401) {
+      // Signed out (an idle session ended): the edit stays in the journal, and htmx follows
+      // HX-Redirect to the sign-in page, which brings the clinician back here to send it.
+      show("Signed out — sign in again; your changes are kept", "unsaved");
+      dirty.clear(); // nothing to warn about on leaving: the journal holds every edit
     } else if (status === 0 || status >= 500) {
       // Network or server trouble: keep the value and try again.
       show("Not saved yet — retrying…", "unsaved");
@@ -184,7 +189,8 @@
       rubric[sec.dataset.attribute] = { name: sec.dataset.name, anchors: anchors, section: sec };
     });
   }
-  const fields = Array.prototype.slice.call(root.querySelectorAll("fieldset.attribute"));
+  // Responses rated in an earlier part are read-only: keys and "next unrated" skip them.
+  const fields = Array.prototype.slice.call(root.querySelectorAll(".response:not(.earlier) fieldset.attribute"));
   function anchorOf(fieldset, value) {
     const entry = rubric[fieldset.dataset.attribute];
     return entry && value ? entry.anchors[value] || "" : "";
@@ -219,7 +225,7 @@
     root.querySelectorAll(".response").forEach(function (card) {
       const done = card.querySelectorAll("fieldset.attribute input:checked").length;
       const mark = card.querySelector(".done-mark");
-      total += done;
+      if (!card.classList.contains("earlier")) total += done;
       if (mark) {
         mark.textContent = done + "/" + mark.dataset.total;
         card.classList.toggle("done", String(done) === mark.dataset.total);

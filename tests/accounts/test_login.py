@@ -10,7 +10,7 @@ PASSWORD = "pw-cleo-long-enough"
 
 
 def _sign_in(client, password: str, username: str = "cleo"):
-    return client.post(reverse("login"), {"username": username, "password": password})
+    return client.post(reverse("account_login"), {"login": username, "password": password})
 
 
 def test_wrong_passwords_lock_the_account_even_for_the_right_password(client, clinician, settings):
@@ -27,8 +27,8 @@ def test_the_lock_holds_for_other_addresses_too(client, clinician, settings):
     for _ in range(settings.AXES_FAILURE_LIMIT):
         _sign_in(client, "wrong-guess")
     response = client.post(
-        reverse("login"),
-        {"username": "cleo", "password": PASSWORD},
+        reverse("account_login"),
+        {"login": "cleo", "password": PASSWORD},
         REMOTE_ADDR="10.9.8.7",
     )
     assert response.status_code == 429
@@ -60,13 +60,13 @@ def test_a_forged_forwarded_for_header_does_not_dodge_the_address_lock(
     for i in range(settings.AXES_FAILURE_LIMIT):
         django_user_model.objects.create_user(f"user{i}", password=PASSWORD)
         client.post(
-            reverse("login"),
-            {"username": f"user{i}", "password": "Summer2026!"},
+            reverse("account_login"),
+            {"login": f"user{i}", "password": "Summer2026!"},
             HTTP_X_FORWARDED_FOR=f"203.0.113.{i}",
         )
     response = client.post(
-        reverse("login"),
-        {"username": "user0", "password": PASSWORD},
+        reverse("account_login"),
+        {"login": "user0", "password": PASSWORD},
         HTTP_X_FORWARDED_FOR="198.51.100.1",
     )
     assert response.status_code == 429

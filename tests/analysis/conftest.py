@@ -47,6 +47,12 @@ def _rate(rater, response, scores, attributes, **kwargs) -> Rating:
 
 @pytest.fixture
 def small_study(db) -> SmallStudy:
+    return small_study_build()
+
+
+def small_study_build() -> SmallStudy:
+    """The study itself, on whatever database Django is set up with (the backup test builds it
+    on a SQLite file from a subprocess)."""
     rng = np.random.default_rng(7)
     study = Study.objects.create(name="Small study", rubric=rubric_get_or_create_default())
     attributes = list(study.rubric.attributes.order_by("position"))

@@ -106,3 +106,30 @@ def test_openapi_schema_is_served_and_valid(db):
     assert "/api/ratings/" in schema["paths"]
     out = io.StringIO()
     call_command("spectacular", "--validate", "--fail-on-warn", stdout=out, stderr=out)
+
+
+def _stamp(api, study) -> str:
+    return api.get(f"/api/studies/{study.pk}/reports/reliability/", {"bootstrap": 10}).json()[
+        "ratings_version"
+    ]
+
+
+def test_the_version_stamp_ignores_drafts_and_says_only_the_day(api, small_study):
+    from django.utils import timezone
+
+    from annotation.models import Rating
+
+    study = small_study.study
+    before = _stamp(api, study)
+    complete = Rating.objects.filter(response__conversation__study=study, status="complete")
+    assert before == f"{complete.count()}:{timezone.localdate().isoformat()}"
+    # A clinician's autosave touches a draft: researchers must not see that anyone is working.
+    draft = Rating.objects.filter(response__conversation__study=study, status="draft").get()
+    draft.rationale = "still thinking"
+    draft.save()
+    assert _stamp(api, study) == before
+    # Submitting is what researchers may see (as a count, dated to the day).
+    draft.status = "complete"
+    draft.save()
+    after = _stamp(api, study)
+    assert after != before and after.split(":")[0] == str(int(before.split(":")[0]) + 1)

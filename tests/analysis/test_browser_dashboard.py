@@ -32,7 +32,7 @@ def test_researcher_opens_the_mentalalign_dashboard_and_charts_draw(
     page.on("request", lambda request: requested.append(request.url))
 
     page.goto("/accounts/login/?next=/analysis/")
-    page.fill("#id_username", "researcher1")
+    page.fill("#id_login", "researcher1")
     page.fill("#id_password", "pw-12345678")
     page.click("button[type=submit]")
     page.click(f"text={MENTALALIGN_STUDY}")

@@ -22,7 +22,7 @@ def _open_dashboard(page, study) -> None:
     user = get_user_model().objects.create_user("res-filters", password="pw-12345678")
     role_add(user=user, role=RESEARCHER)
     page.goto("/accounts/login/")
-    page.fill("#id_username", "res-filters")
+    page.fill("#id_login", "res-filters")
     page.fill("#id_password", "pw-12345678")
     with page.expect_navigation():
         page.click("button[type=submit]")

@@ -21,7 +21,7 @@ def test_researcher_opens_the_judge_assisted_page(django_db_setup, live_server, 
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
     page.goto(f"/accounts/login/?next=/analysis/studies/{study.pk}/")
-    page.fill("#id_username", "researcher2")
+    page.fill("#id_login", "researcher2")
     page.fill("#id_password", "pw-12345678")
     page.click("button[type=submit]")
     page.wait_for_url(f"**/analysis/studies/{study.pk}/")

@@ -10,11 +10,13 @@ import pandas as pd
 import pytest
 from django.core.management import CommandError, call_command
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
 
 from analysis import judge_assisted
 from analysis.judge_assisted_selectors import judge_assisted_arrays
 from analysis.selectors import attribute_names
-from annotation.models import Rating, Score
+from annotation.models import Rating, Responder, Score
 
 HEADER = (
     "responder,attribute,n_labelled,n_unlabelled,estimate,ci_low,ci_high,lambda,"
@@ -64,8 +66,14 @@ def _oracle(small_study, responder, attribute, judges, labelled, unlabelled):
     fs = np.array([f(c) for c in labelled])
     fu = np.array([f(c) for c in unlabelled])
     est = float(np.ravel(ppi_mean_pointestimate(ys, fs, fu, lam=None))[0])
-    low, high = (float(np.ravel(v)[0]) for v in ppi_mean_ci(ys, fs, fu, alpha=0.05))
-    return est, low, high, ys
+    z_low, z_high = (float(np.ravel(v)[0]) for v in ppi_mean_ci(ys, fs, fu, alpha=0.05))
+    # The command's interval is Student's t on sample variances (analysis.ppi, interval="t"):
+    # λ from ppi_py's point estimate (linear in λ), the variance written out by hand.
+    lam = (est - ys.mean()) / (fu.mean() - fs.mean()) if fu.mean() != fs.mean() else 0.0
+    se = np.sqrt(lam**2 * np.var(fu, ddof=1) / fu.size + np.var(ys - lam * fs, ddof=1) / ys.size)
+    half = sps.t.ppf(0.975, ys.size - 1) * se
+    assert half >= (z_high - z_low) / 2  # t with sample variances is the wider of the two
+    return est, est - half, est + half, ys
 
 
 def test_csv_has_the_contract_columns_first_and_equals_ppi_py(small_study, tmp_path):
@@ -102,7 +110,6 @@ def test_csv_carries_full_float_precision(small_study, tmp_path):
         arrays,
         judges=["judge-y"],
         attributes=attribute_names(study=small_study.study),
-        explicit_labelled=True,
     )
     assert repr(float(table["ci_low"].iloc[0])) in text.splitlines()[1].split(",")
 
@@ -186,7 +193,18 @@ def test_differences_and_ranking_on_the_fixture(small_study):
         d = diffs[(diffs.attribute == attributes[0])
                   & (((diffs.responder_a == a) & (diffs.responder_b == b))
                      | ((diffs.responder_a == b) & (diffs.responder_b == a)))].iloc[0]  # fmt: skip
-        assert top.separated_from_next.iloc[place] == bool(d.ci_low > 0 or d.ci_high < 0)
+        # Separated: Holm-adjusted over the attribute's 10 pairs, so it implies (but is stricter
+        # than) the pair's own 95 % interval excluding 0.
+        assert top.separated_from_next.iloc[place] == bool(d.p_holm < 0.05)
+        if d.p_holm < 0.05:
+            assert d.ci_low > 0 or d.ci_high < 0
+    family = diffs[diffs.attribute == attributes[0]]
+    raw = 2 * sps.t.sf(np.abs(family.estimate / family.se), family.n_labelled - 1)
+    expected = multipletests(raw, method="holm")[1]
+    np.testing.assert_allclose(family.p_holm, expected, rtol=1e-12)
+    # Some pair is separated only before the adjustment: the adjustment is not a no-op here.
+    unadjusted = (family.ci_low > 0) | (family.ci_high < 0)
+    assert (unadjusted & (family.p_holm >= 0.05)).any()
 
 
 @pytest.mark.parametrize(
@@ -282,11 +300,80 @@ def test_adjacent_separations_follow_the_difference_intervals_and_plan(small_stu
         assert (row.difference, row.ci_low, row.ci_high) == pytest.approx(
             (sign * d.estimate, low, high), abs=1e-12
         )
-        assert row.separated == bool(low > 0 or high < 0)
+        assert row.separated == bool(d.p_holm < 0.05)
+        if row.separated:
+            assert low > 0 or high < 0
         np.testing.assert_array_equal(
             [row.more_clinician_only, row.more_judge_assisted],
             [p.more_clinician_only, p.more_judge_assisted],
         )
-        if np.isfinite(row.more_judge_assisted):  # NaN: a difference of exactly 0
-            assert (row.more_judge_assisted == 0) == row.separated
-    assert adjacent["separated"].any() and not adjacent["separated"].all()
+        if np.isfinite(row.more_judge_assisted) and row.separated:  # NaN: a difference of 0
+            assert row.more_judge_assisted == 0  # the plan is for the pair's own interval
+    assert not adjacent["separated"].all()
+    # With every conversation labelled, some adjacent places are separated even after Holm.
+    full = judge_assisted_report(study=study, judges=["judge-x", "judge-y"]).adjacent
+    assert full["separated"].any() and not full["separated"].all()
+
+
+def _synthetic(rng, n_conv: int, junk: np.ndarray) -> judge_assisted.CellArrays:
+    """One responder, one attribute: a judge that tracks clinicians, and ``junk`` responses
+    that clinicians leave unrated and the judge scores 1."""
+    truth = np.clip(rng.normal(4.0, 0.6, n_conv), 1, 5)
+    f = np.clip(truth + rng.normal(0.3, 0.3, n_conv), 1, 5)
+    y = truth.copy()
+    y[junk], f[junk] = np.nan, 1.0
+    index = pd.MultiIndex.from_product(
+        [pd.Index([f"c{i}" for i in range(n_conv)], name="conversation"),
+         pd.Index(["Safety"], name="attribute")]
+    )  # fmt: skip
+    columns = pd.Index(["m"], name="responder")
+    labelled = np.zeros(n_conv, dtype=bool)
+    labelled[: n_conv // 5] = True
+    return judge_assisted.CellArrays(
+        y=pd.DataFrame(y[:, None], index=index, columns=columns),
+        f=pd.DataFrame(f[:, None], index=index, columns=columns),
+        labelled=labelled,
+    )
+
+
+def test_informative_nonresponse_warns_and_falls_back_to_clinician_only():
+    rng = np.random.default_rng(4)
+    junk = np.zeros(500, dtype=bool)
+    junk[::10] = True  # 10 % junk, in the labelled fifth and outside it alike
+    table = judge_assisted.means_table(
+        _synthetic(rng, 500, junk), judges=["j"], attributes=["Safety"]
+    )
+    row = table.iloc[0]
+    assert (row.n_labelled, row.n_nonresponse, row.n_unlabelled) == (90, 10, 400)
+    assert row.warning.startswith("clinicians left 10 responses unrated that the judges score")
+    assert row.interval == "t (clinician-only: informative non-response)"
+    assert row["lambda"] == 0 and row.estimate == row.clinician_only_estimate
+    assert (row.ci_low, row.ci_high) == (row.clinician_only_ci_low, row.clinician_only_ci_high)
+
+    # The same judge with non-response unrelated to quality: no warning, the judge helps.
+    rng = np.random.default_rng(4)
+    quiet = judge_assisted.means_table(
+        _synthetic(rng, 500, np.zeros(500, dtype=bool)), judges=["j"], attributes=["Safety"]
+    ).iloc[0]
+    assert quiet.warning == "" and quiet.interval == "t" and quiet["lambda"] > 0.3
+    assert quiet.n_nonresponse == 0 and quiet.width_ratio < 0.9
+
+
+def test_judge_assisted_csv_neutralises_formula_cells(small_study):
+    Responder.objects.filter(key="m1").update(key="@SUM(1) judge")
+    out = io.StringIO()
+    call_command(
+        "judge_assisted",
+        "--study",
+        small_study.study.name,
+        "--judge",
+        "judge-y",
+        "--format",
+        "csv",
+        stdout=out,
+    )
+    table = pd.read_csv(io.StringIO(out.getvalue()))
+    assert "'@SUM(1) judge" in set(table["responder"])
+    assert "@SUM(1) judge" not in set(table["responder"])
+    # Numbers stay numbers (a negative estimate is not a formula).
+    assert pd.api.types.is_float_dtype(table["estimate"])

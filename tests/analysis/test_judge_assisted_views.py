@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.test import Client
@@ -41,7 +42,16 @@ def test_researcher_sees_forest_ranking_and_planner(small_study, researcher_clie
 
 def test_every_judge_and_all_rated_conversations_by_default(small_study, researcher_client):
     html = researcher_client.get(_url(small_study.study)).content.decode()
-    assert "judge-x + judge-y" in html and "every clinician-rated conversation" in html
+    assert "judge-x + judge-y" in html and "every conversation with a clinician score" in html
+    assert "<th>non-response</th>" in html and "Holm" in html
+
+
+def test_the_stored_clinician_sample_is_the_default_design(small_study, researcher_client):
+    from annotation.services.sampling import clinician_sample_draw
+
+    sample = clinician_sample_draw(study=small_study.study, size=4, seed=8)
+    html = researcher_client.get(_url(small_study.study)).content.decode()
+    assert sample.describe() in html
 
 
 def test_clinician_cannot_open_the_page(small_study, clinician_user):
@@ -88,3 +98,91 @@ def test_icc_lever_section_when_asked(small_study, researcher_client):
     levers = html.split('id="ja-levers"')[1].split("</section>")[0]
     assert levers.count("<li>") == 7
     assert "Safety for judge-y" in levers and "2× the responders" in levers
+
+
+def _section_rows(html: str, section: str) -> list[list[str]]:
+    body = html.split(f'id="{section}"')[1].split("</section>")[0].split("<tbody>")[1]
+    return [re.findall(r"<td>(.*?)</td>", row) for row in body.split("</tr>") if "<td>" in row]
+
+
+def test_apply_through_htmx_answers_the_results_only_and_says_it_is_working(
+    small_study, researcher_client
+):
+    page = researcher_client.get(_url(small_study.study)).content.decode()
+    form = page.split('<form class="card"')[1].split("</form>")[0]
+    assert 'hx-get="' in form and 'hx-target="#report"' in form
+    indicator = re.search(r'<span id="ja-progress" class="htmx-indicator[^"]*"[^>]*>([^<]+)<', form)
+    assert indicator and "Computing" in indicator.group(1)
+    # The lever's checkbox sits inside its label, on one line with its words.
+    assert re.search(r'<label><input type="checkbox" name="lever"[^>]*> Which lever', form)
+    assert "about a second" not in page  # the lever's bootstrap takes seconds the first time
+    partial = researcher_client.get(
+        _url(small_study.study), {"share": "50"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "<form" not in partial and "<html" not in partial
+    assert 'id="ja-summary"' in partial and 'id="spec-ppi_forest"' in partial
+
+
+def test_counts_are_shown_as_integers(small_study, researcher_client):
+    html = researcher_client.get(
+        _url(small_study.study), {"share": "50", "target": "0.05"}
+    ).content.decode()
+    planner_rows = _section_rows(html, "ja-planner")
+    assert planner_rows
+    for row in planner_rows:  # labelled, more clinician-only, more with judges
+        assert all(row[i].isdigit() for i in (2, 5, 6)), row
+    assert any(int(row[5]) > 0 for row in planner_rows)
+    for row in _section_rows(html, "ja-separations"):  # place, labelled, more × 2
+        assert all(v.isdigit() or v == "" for v in (row[1], row[7], row[8], row[9])), row
+    for row in _section_rows(html, "ja-means"):  # labelled, unlabelled
+        assert row[2].isdigit() and row[3].isdigit(), row
+
+
+def test_a_new_target_replans_from_the_cached_estimates(small_study, researcher_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from analysis import planner
+    from analysis.judge_assisted_selectors import judge_assisted_report
+    from analysis.judge_assisted_views import _labelled
+
+    url, study = _url(small_study.study), small_study.study
+    with CaptureQueriesContext(connection) as first:
+        researcher_client.get(url, {"share": "50", "target": "0.2"})
+    with CaptureQueriesContext(connection) as second:
+        html = researcher_client.get(url, {"share": "50", "target": "0.05"}).content.decode()
+    # The second Apply reads no scores: the estimates come from the cache.
+    assert len(second) < len(first) - 3
+    assert "for a half-width of 0.05" in html
+    fresh = judge_assisted_report(
+        study=study, judges=["judge-x", "judge-y"], labelled=_labelled(study, 50),
+        target_half_width=0.05,
+    )  # fmt: skip
+    expected = fresh.planner[["more_clinician_only", "more_judge_assisted"]]
+    shown = [[int(row[5]), int(row[6])] for row in _section_rows(html, "ja-planner")]
+    assert shown == expected.astype(int).to_numpy().tolist()
+    assert planner.planner_table(fresh.means, target_half_width=0.05).equals(fresh.planner)
+
+
+def test_a_changed_rating_is_not_answered_from_the_cache(small_study, researcher_client):
+    from annotation.models import Rating
+
+    url = _url(small_study.study)
+    before = _section_rows(researcher_client.get(url).content.decode(), "ja-means")
+    rating = Rating.objects.filter(rater=small_study.clinicians[0], status="complete").first()
+    rating.scores.update(value=1)
+    rating.save(update_fields=["updated_at"])  # as the rating services do on an edit
+    after = _section_rows(researcher_client.get(url).content.decode(), "ja-means")
+    assert after != before
+
+
+def test_lever_table_shows_the_responder_scenario_with_its_range(small_study, researcher_client):
+    html = researcher_client.get(
+        _url(small_study.study), {"judge": ["judge-y"], "lever": "on"}
+    ).content.decode()
+    rows = _section_rows(html, "ja-levers")
+    assert len(rows) == 7
+    for row in rows:  # 5 responders: projected, with its range
+        assert row[2] == "5"
+        assert re.fullmatch(r"\d\.\d\d \(\d\.\d\d–\d\.\d\d\)", row[5]), row
+        assert float(row[6]) >= 0  # the conversation share, as measured

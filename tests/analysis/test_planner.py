@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import planner, ppi
+from analysis import planner, ppi, stats
 
 
 def _estimates(est: ppi.CellEstimates) -> pd.DataFrame:
@@ -101,7 +101,42 @@ def test_icc_lever_projects_narrower_intervals_for_both_levers_when_conversation
     assert lever.conversation_share > 0.3
     assert lever.width_more_conversations < lever.width_now
     assert lever.width_more_responders < lever.width_now
-    assert f"{lever.width_now:.2f} → {lever.width_more_responders:.2f}" in lever.verdict
+    assert f"about {lever.width_more_responders:.2f}" in lever.verdict
+
+
+def test_a_conversation_difficulty_shared_by_all_responders_changes_nothing():
+    # Conversations are crossed with responders: a hard conversation lowers every responder's
+    # scores alike, a column shift ICC(C,1) ignores. Drawing conversation ids once per
+    # replicate for every responder keeps it a column shift, so the lever is unchanged to
+    # rounding; drawing them per responder (the reliability report's two-stage bootstrap)
+    # turns it into spread between responders.
+    rng = np.random.default_rng(3)
+    human, judge = _icc_data(rng, 9, 40, spread=0.3, noise=0.8)
+    hard = rng.normal(0, 1.5, 40)[None, :]
+    plain = planner.icc_lever(human, judge, n_boot=500, seed=5)
+    shifted = planner.icc_lever(human + hard, judge + hard, n_boot=500, seed=5)
+    for field in ("width_now", "width_more_conversations", "width_more_responders",
+                  "width_more_responders_low", "conversation_share"):  # fmt: skip
+        assert getattr(shifted, field) == pytest.approx(getattr(plain, field), abs=1e-9)
+    independent = [
+        stats.bootstrap_icc_ci_two_stage(h, j, n_boot=500, seed=5)
+        for h, j in [(human, judge), (human + hard, judge + hard)]
+    ]
+    widths = [ci.ci_high - ci.ci_low for ci in independent]
+    assert abs(widths[1] - widths[0]) > 0.05
+
+
+def test_the_responder_lever_is_a_range_and_absent_below_four_responders():
+    rng = np.random.default_rng(4)
+    human, judge = _icc_data(rng, 4, 200, spread=0.5, noise=1.0)
+    four = planner.icc_lever(human, judge, n_boot=1000)
+    assert four.width_more_responders_low < four.width_more_responders
+    assert four.width_more_responders < four.width_more_responders_high
+    assert "95 % range of the projection" in four.verdict
+    three = planner.icc_lever(human[:3], judge[:3], n_boot=1000)
+    assert np.isfinite(three.width_now) and np.isfinite(three.width_more_conversations)
+    assert np.isnan(three.width_more_responders) and np.isnan(three.width_more_responders_high)
+    assert "not projected from 3 responders" in three.verdict
 
 
 def test_icc_lever_needs_three_responders():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
+from scipy import stats as sps
 
 from analysis import ppi
 
@@ -35,7 +36,7 @@ def test_matches_ppi_py_on_random_cells(seed):
     rng = np.random.default_rng(seed)
     n, big_n = int(rng.integers(3, 200)), int(rng.integers(1, 800))
     y, f, fu = _cell(rng, n, big_n, rho=float(rng.uniform(0.0, 0.95)))
-    got = ppi.ppi_mean(y, f, fu, alpha=0.05)
+    got = ppi.ppi_mean(y, f, fu, alpha=0.05, interval="z")
     est, low, high = _reference(y, f, fu)
     assert got.estimate[0] == pytest.approx(est, abs=TOL)
     assert got.ci_low[0] == pytest.approx(low, abs=TOL)
@@ -63,6 +64,7 @@ def test_many_cells_at_once_equal_one_cell_at_a_time():
         cell_unlabelled=np.concatenate(gu),
         n_cells=9,
         alpha=0.1,
+        interval="z",
     )
     for c in range(9):
         est, low, high = _reference(ys[c], fs[c], fus[c], alpha=0.1)
@@ -73,7 +75,7 @@ def test_many_cells_at_once_equal_one_cell_at_a_time():
 
 def test_two_labelled_observations():
     y, f, fu = np.array([2.0, 4.0]), np.array([2.5, 3.0]), np.array([3.0, 1.0, 4.5, 2.0])
-    got = ppi.ppi_mean(y, f, fu)
+    got = ppi.ppi_mean(y, f, fu, interval="z")
     est, low, high = _reference(y, f, fu)
     assert (got.estimate[0], got.ci_low[0], got.ci_high[0]) == pytest.approx(
         (est, low, high), abs=TOL
@@ -89,7 +91,7 @@ def test_judge_constant_on_labelled_gives_lambda_zero_and_clinician_interval():
     rng = np.random.default_rng(1)
     y = rng.integers(1, 6, 40).astype(float)
     f, fu = np.full(40, 3.0), rng.integers(1, 6, 300).astype(float)
-    got = ppi.ppi_mean(y, f, fu)
+    got = ppi.ppi_mean(y, f, fu, interval="z")
     est, low, high = _reference(y, f, fu)
     assert got.lam[0] == 0.0
     assert (got.estimate[0], got.ci_low[0], got.ci_high[0]) == pytest.approx(
@@ -102,7 +104,7 @@ def test_judge_constant_everywhere_is_clinician_only_where_ppi_py_divides_zero_b
     rng = np.random.default_rng(2)
     y = rng.integers(1, 6, 30).astype(float)
     f, fu = np.full(30, 4.0), np.full(200, 4.0)
-    got = ppi.ppi_mean(y, f, fu)
+    got = ppi.ppi_mean(y, f, fu, interval="z")
     # Every λ gives the same estimate and interval here; ppi_py's λ is 0/0, so compare with λ=0.
     low, high = (float(np.ravel(v)[0]) for v in ppi_mean_ci(y, f, fu, alpha=0.05, lam=0.0))
     assert got.lam[0] == 0.0
@@ -113,7 +115,7 @@ def test_judge_constant_everywhere_is_clinician_only_where_ppi_py_divides_zero_b
 def test_uncorrelated_judge_gives_lambda_near_zero_and_clinician_only_interval():
     rng = np.random.default_rng(5)
     y, f, fu = _cell(rng, 400, 4000, rho=0.0)
-    got = ppi.ppi_mean(y, f, fu)
+    got = ppi.ppi_mean(y, f, fu, interval="z")
     est, low, high = _reference(y, f, fu)
     assert got.lam[0] < 0.1
     assert (got.estimate[0], got.ci_low[0], got.ci_high[0]) == pytest.approx(
@@ -128,7 +130,7 @@ def test_negatively_correlated_judge_is_clipped_to_clinician_only():
     rng = np.random.default_rng(6)
     y, f, fu = _cell(rng, 100, 500, rho=0.0)
     f = -y + rng.normal(0, 0.1, y.size)
-    got = ppi.ppi_mean(y, f, fu)
+    got = ppi.ppi_mean(y, f, fu, interval="z")
     est, low, high = _reference(y, f, fu)
     assert got.lam[0] == 0.0
     assert got.estimate[0] == pytest.approx(y.mean(), abs=TOL) == pytest.approx(est, abs=TOL)
@@ -148,6 +150,48 @@ def test_no_unlabelled_conversation_gives_the_clinician_mean():
     got = ppi.ppi_mean(y, f, np.array([]))
     assert got.lam[0] == 0.0 and got.estimate[0] == pytest.approx(y.mean())
     assert got.ci_low[0] == pytest.approx(got.clinician_only_ci_low[0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_t_interval_without_judge_help_is_the_textbook_t_interval(seed):
+    """λ = 0 (no unlabelled conversation): the product's interval is statsmodels' t interval
+    of the clinician mean, and the judge-assisted interval is exactly the clinician-only one."""
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    rng = np.random.default_rng(seed)
+    y, f, _ = _cell(rng, int(rng.integers(3, 60)), 0, rho=0.5)
+    got = ppi.ppi_mean(y, f, np.array([]), alpha=0.1)
+    low, high = DescrStatsW(y).tconfint_mean(alpha=0.1)
+    assert got.interval == "t" and got.lam[0] == 0.0
+    assert (got.clinician_only_ci_low[0], got.clinician_only_ci_high[0]) == pytest.approx(
+        (low, high), abs=TOL
+    )
+    assert (got.ci_low[0], got.ci_high[0]) == (
+        got.clinician_only_ci_low[0],
+        got.clinician_only_ci_high[0],
+    )
+    assert got.width_ratio[0] == 1.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_t_interval_keeps_ppi_py_estimate_and_lambda_with_sample_variances(seed):
+    rng = np.random.default_rng(seed)
+    n, big_n = int(rng.integers(5, 120)), int(rng.integers(5, 600))
+    y, f, fu = _cell(rng, n, big_n, rho=float(rng.uniform(0.3, 0.95)))
+    t_int = ppi.ppi_mean(y, f, fu, alpha=0.05)
+    z_int = ppi.ppi_mean(y, f, fu, alpha=0.05, interval="z")
+    est, _, _ = _reference(y, f, fu)
+    assert t_int.estimate[0] == pytest.approx(est, abs=TOL) and t_int.lam[0] == z_int.lam[0]
+    lam = t_int.lam[0]
+    se = np.sqrt(lam**2 * np.var(fu, ddof=1) / big_n + np.var(y - lam * f, ddof=1) / n)
+    half = sps.t.ppf(0.975, n - 1) * se
+    assert (t_int.ci_low[0], t_int.ci_high[0]) == pytest.approx((est - half, est + half), abs=TOL)
+    assert t_int.ci_high[0] - t_int.ci_low[0] > z_int.ci_high[0] - z_int.ci_low[0]
+
+
+def test_unknown_interval_is_refused():
+    with pytest.raises(ValueError, match="interval must be one of t, z"):
+        ppi.ppi_mean(np.array([1.0, 2.0]), np.array([1.0, 2.0]), np.array([3.0]), interval="x")
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1, 2.0])

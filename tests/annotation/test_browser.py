@@ -51,7 +51,7 @@ def test_clinician_rates_a_conversation_with_the_keyboard(django_db_setup, page,
 
     page.goto("/accounts/login/")
     page.keyboard.press("Tab")
-    tab_to(page, "#id_username")
+    tab_to(page, "#id_login")
     page.keyboard.type("kim")
     page.keyboard.press("Tab")
     page.keyboard.type("kim-password-1")

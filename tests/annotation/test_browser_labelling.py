@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def _login(page, username: str, password: str) -> None:
     page.goto("/accounts/login/")
-    page.fill("#id_username", username)
+    page.fill("#id_login", username)
     page.fill("#id_password", password)
     with page.expect_navigation():
         page.keyboard.press("Enter")

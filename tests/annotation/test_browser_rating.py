@@ -69,7 +69,7 @@ def _clinician(username: str) -> Rater:
 
 def _login(page, username: str, password: str) -> None:
     page.goto("/accounts/login/")
-    page.fill("#id_username", username)
+    page.fill("#id_login", username)
     page.fill("#id_password", password)
     with page.expect_navigation():
         page.keyboard.press("Enter")

@@ -44,7 +44,7 @@ def test_clinician_rates_a_practice_conversation_and_sees_the_reference(
     (practice,) = practice_assign(study=study, clinicians=[rater])
 
     page.goto("/accounts/login/")
-    page.fill("#id_username", "tess")
+    page.fill("#id_login", "tess")
     page.fill("#id_password", "tess-password-1")
     page.press("#id_password", "Enter")
     page.wait_for_url("**/rate/")

@@ -41,7 +41,7 @@ def _clinician(name: str) -> Rater:
 
 def _login(page, name: str) -> None:
     page.goto("/accounts/login/")
-    page.fill("#id_username", name)
+    page.fill("#id_login", name)
     page.fill("#id_password", f"{name}-password-1")
     with page.expect_navigation():
         page.keyboard.press("Enter")
@@ -176,3 +176,95 @@ def test_reload_mid_save_keeps_the_distortion_labels(django_db_setup, page, live
     assert annotation.labels == ["Overgeneralization", "Labeling"]
     assert page.is_checked('#secondary-group input[value="Labeling"]')
     assert _unsent(page) == ""
+
+
+def test_edits_made_after_an_idle_sign_out_are_sent_after_signing_in_again(
+    django_db_setup, page, live_server, settings
+):
+    import time
+
+    from django.contrib.sessions.backends.cached_db import KEY_PREFIX
+    from django.contrib.sessions.models import Session
+    from django.core.cache import cache
+
+    from accounts.middleware import LAST_SEEN
+
+    study = make_study(name="Idle study", conversations=1, responders=RESPONDERS[:2])
+    rater = _clinician("ivo")
+    (assignment,) = assignments_create(study=study, clinicians=[rater])
+    _login(page, "ivo")
+    page.goto(f"/rate/{assignment.token}/")
+    tab_to(page, "#response-0 input[type=radio]")
+    page.keyboard.press("4")
+    wait_saved(page)
+    # The ward computer stands idle past SESSION_IDLE_HOURS.
+    (session,) = Session.objects.all()
+    store = session.get_decoded()
+    store[LAST_SEEN] = int(time.time()) - settings.SESSION_IDLE_HOURS * 3600 - 60
+    Session.objects.filter(pk=session.pk).update(session_data=Session.objects.encode(store))
+    cache.delete(KEY_PREFIX + session.pk)  # sessions are read from the cache first
+    page.keyboard.press("2")  # the next attribute: its autosave meets the ended session
+    page.wait_for_url("**/accounts/login/**")
+    assert "2" in _unsent(page)  # kept in the journal
+    page.fill("#id_login", "ivo")
+    page.fill("#id_password", "ivo-password-1")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.wait_for_url(f"**/rate/{assignment.token}/")
+    wait_saved(page)
+    assert _unsent(page) == ""
+    values = sorted(
+        Score.objects.filter(rating__assignment=assignment).values_list("value", flat=True)
+    )
+    assert values == [2, 4]
+
+
+def test_saves_while_the_database_restarts_say_retrying_and_are_stored_once_it_is_back(
+    django_db_setup, page, live_server, monkeypatch
+):
+    """The server's side is real (a database error → handler500 → 503 "retrying"), only the
+    outage is made here: the save service raises what psycopg raises while PostgreSQL restarts."""
+    from django.db import OperationalError
+
+    from annotation import views
+
+    study = make_study(name="Outage study", conversations=1, responders=RESPONDERS[:2])
+    rater = _clinician("ola")
+    (assignment,) = assignments_create(study=study, clinicians=[rater])
+    _login(page, "ola")
+    page.goto(f"/rate/{assignment.token}/")
+
+    real_save = views.rating_save
+    outage = {"on": True, "refused": 0}
+
+    def save_during_outage(**kwargs):
+        if outage["on"]:
+            outage["refused"] += 1
+            raise OperationalError("terminating connection due to administrator command")
+        return real_save(**kwargs)
+
+    monkeypatch.setattr(views, "rating_save", save_during_outage)
+    statuses: list[int] = []
+    page.on("response", lambda r: SAVES.search(r.url) and statuses.append(r.status))
+    wanted = [(a % 5) + 1 for a in range(ATTRIBUTES)]
+    tab_to(page, "#response-0 input[type=radio]")
+    for score in wanted:
+        page.keyboard.press(str(score))
+    expect(page.locator("#save-state")).to_contain_text("retrying", timeout=10000)
+    for _ in range(100):  # the first refusal shows "retrying"; the others may still be on their way
+        if outage["refused"] >= ATTRIBUTES:
+            break
+        page.wait_for_timeout(100)
+    assert outage["refused"] >= ATTRIBUTES
+    assert _unsent(page)  # the journal holds every edit the server has not acknowledged
+    assert not Score.objects.filter(rating__assignment=assignment).exists()
+
+    outage["on"] = False  # the database is back: the page's own retries go through
+    wait_saved(page, timeout=20000)
+    assert _unsent(page) == ""
+    first = assignment.items.order_by("position").first()
+    rating = Rating.objects.get(assignment=assignment, response=first.response)
+    stored = dict(rating.scores.values_list("attribute__position", "value"))
+    assert [stored[p] for p in sorted(stored)] == wanted
+    assert RatingChange.objects.filter(rating=rating, field="score").count() == ATTRIBUTES
+    assert 503 in statuses and 500 not in statuses  # "retrying", never an error page

@@ -1,4 +1,4 @@
-"""Rater training, test-retest repeats, top-up assignments and time on task."""
+"""Rater training, test-retest repeats and time on task (top-ups: test_topup.py)."""
 
 import csv
 import io
@@ -17,20 +17,16 @@ from analysis.retest_selectors import study_calibration
 from analysis.selectors import Filters, coverage, scores_frame
 from annotation.models import (
     Assignment,
-    AssignmentChange,
-    AssignmentItem,
     Conversation,
     Rating,
     RatingChange,
     ReferenceScore,
-    Responder,
     Response,
 )
 from annotation.retest import retest_schedule
 from annotation.selectors import assignments_for_user, next_assignment_for_user
 from annotation.services import assignment_submit, assignments_create, rating_save
 from annotation.time_on_task import edit_time_shares, response_active_seconds
-from annotation.topup import topup_assign, topup_summary
 from annotation.training import (
     ReferenceProblems,
     calibration_settings_set,
@@ -401,67 +397,6 @@ def test_drift_compares_with_the_other_clinicians(retest_study, clinician, other
     assert [b.mean_abs_diff for b in rows["alice"].drift] == [1.0, 1.0]
     assert (
         sum(b.scores for b in rows["alice"].drift) == 8 * 4 * retest_study.rubric.attributes.count()
-    )
-
-
-# --- Top-up ---------------------------------------------------------------------------------------
-
-
-def test_top_up_gives_just_the_missing_responses_audited(
-    study, clinician, other_clinician, client, admin_member
-):
-    created = assignments_create(study=study, clinicians=[clinician, other_clinician], overlap=2,
-                                 overlap_fraction=1.0)  # fmt: skip
-    submitted = next(a for a in created if a.rater == clinician)
-    _rate_all(submitted, clinician.user)
-    assignment_submit(assignment=submitted, user=clinician.user)
-    before = {a.pk: list(a.items.order_by("position").values_list("response_id", "token"))
-              for a in created}  # fmt: skip
-    newcomer = Responder.objects.create(key="zz-new", name="Leaky New", family="leaky-new")
-    conversation = submitted.conversation
-    added = Response.objects.create(
-        conversation=conversation, responder=newcomer, text="A new reply."
-    )
-    assert topup_summary(study=study).items == 2 and topup_summary(study=study).clinicians == 2
-    # Assigning again creates nothing: the conversation is already theirs.
-    assert assignments_create(study=study, clinicians=[clinician, other_clinician], overlap=2,
-                              overlap_fraction=1.0) == []  # fmt: skip
-    client.force_login(admin_member)
-    manage = client.get(reverse("annotation:manage") + f"?study={study.pk}").content.decode()
-    assert "2 clinicians have not seen 2 responses" in manage
-    response = client.post(reverse("annotation:manage_topup"), {"study": study.pk})
-    assert response.status_code == 302
-    assert AssignmentItem.objects.filter(response=added).count() == 2
-    submitted.refresh_from_db()
-    assert submitted.status == Assignment.Status.IN_PROGRESS  # reopened for the new response
-    # The responses already seen keep their labels; the new one comes after them.
-    items = list(submitted.items.order_by("position").values_list("response_id", "token"))
-    assert items[:-1] == before[submitted.pk] and items[-1][0] == added.pk
-    # The first scores stay; scoring the new response lets it be submitted again.
-    assert Rating.objects.filter(assignment=submitted, status="complete").count() == 4
-    _rate_all(submitted, clinician.user)
-    assignment_submit(assignment=submitted, user=clinician.user)
-    assert Rating.objects.filter(rater=clinician, response=added, status="complete").exists()
-    changes = AssignmentChange.objects.filter(assignment=submitted)
-    assert {c.field for c in changes} == {
-        "items",
-        "status",
-    } and changes.first().changed_by == admin_member
-    # Idempotent.
-    assert topup_summary(study=study).items == 0
-    assert topup_assign(study=study, user=admin_member).items == 0
-
-
-def test_top_up_of_unstarted_work_redraws_the_order_from_the_seed(study, clinician):
-    (assignment, *_) = assignments_create(study=study, clinicians=[clinician])
-    newcomer = Responder.objects.create(key="zz-new", name="Leaky New", family="leaky-new")
-    Response.objects.create(conversation=assignment.conversation, responder=newcomer, text="New.")
-    topup_assign(study=study, user=None)
-    responses = sorted(assignment.conversation.responses.values_list("id", flat=True))
-    random.Random(assignment.seed).shuffle(responses)
-    assert (
-        list(assignment.items.order_by("position").values_list("response_id", flat=True))
-        == responses
     )
 
 

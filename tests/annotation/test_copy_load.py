@@ -102,3 +102,48 @@ def test_a_value_the_column_cannot_hold_fails_the_copy_and_writes_nothing(study)
     with pytest.raises(DataError), transaction.atomic():
         conversations_import(study=study, records=records, file_name="f.csv", sha256="x")
     assert _written() == (1, 2, 1)
+
+
+def _reltuples(model) -> float:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [model._meta.db_table]
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_bulk_import_analyzes_the_tables_it_filled_once_committed(
+    study, django_capture_on_commit_callbacks
+):
+    """The planner needs statistics right after an import (a report after an import ran 10x
+    slower until an ANALYZE): the importer analyzes the tables it changed by more than
+    autovacuum's rule, once its transaction commits."""
+    responders_ensure(keys={"original", "gpt4o"})
+    records = [_record(i, f"a{i}") for i in range(400)]
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        conversations_import(study=study, records=records, file_name="a.csv", sha256="a")
+    assert _reltuples(Response) != Response.objects.count()  # not analyzed before the commit
+    for callback in callbacks:
+        callback()
+    assert _reltuples(Response) == Response.objects.count()
+    assert _reltuples(Conversation) == Conversation.objects.count()
+
+
+def test_a_small_write_is_left_to_autovacuum(study, django_capture_on_commit_callbacks):
+    from annotation.importers.copy_load import ANALYZE_MIN_ROWS, analyze_after_commit
+
+    responders_ensure(keys={"original", "gpt4o"})
+    with django_capture_on_commit_callbacks(execute=True):
+        conversations_import(
+            study=study,
+            records=[_record(i, f"b{i}") for i in range(300)],
+            file_name="b.csv",
+            sha256="b",
+        )
+    analyzed = _reltuples(Response)
+    with django_capture_on_commit_callbacks(execute=True):
+        conversations_import(
+            study=study, records=[_record(1000, "c0")], file_name="c.csv", sha256="c"
+        )
+        analyze_after_commit({Response: ANALYZE_MIN_ROWS - 1})
+    assert _reltuples(Response) == analyzed  # 2 of 600 rows: no new ANALYZE

@@ -9,7 +9,15 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from annotation.csvsafe import is_dangerous, safe_cell, safe_dict_writer, safe_frame, safe_writer
+from annotation.csvsafe import (
+    cell_unescaped,
+    is_dangerous,
+    reversible_cell,
+    safe_cell,
+    safe_dict_writer,
+    safe_frame,
+    safe_writer,
+)
 
 # OWASP "CSV Injection": cells starting with these are read as formulas.
 OWASP = ["=", "+", "-", "@", "\t", "\r"]
@@ -106,3 +114,31 @@ def test_frames_keep_numeric_columns_and_neutralise_text():
     assert df["judge"].tolist() == ["=evil", "gpt-4o"]  # the input is not modified
     with_none = pd.DataFrame({"x": ["@a", None], "y": ["-", "b"]})
     assert safe_frame(with_none).to_csv(index=False) == "x,y\n'@a,'-\n,b\n"
+
+
+# --- a reversible escape, for files that are read back (a released study) --------------------
+
+ROUND_TRIP = [
+    *PAYLOADS,
+    "plain text",
+    "",
+    "'",
+    "'=1+1",  # already looks escaped: gets one more apostrophe, loses exactly that one
+    "''-x",
+    "'plain",
+    "-0.5",
+    "'-0.5",
+    "- I feel low",
+]
+
+
+@pytest.mark.parametrize("text", ROUND_TRIP)
+def test_reversible_cell_is_safe_and_comes_back_exactly(text):
+    written = reversible_cell(text)
+    assert not is_dangerous(written)
+    assert cell_unescaped(written) == text
+
+
+def test_unescaping_leaves_text_that_was_never_escaped():
+    for text in ["'plain", "'", "''", "-0.5", "'-0.5", "it's =fine"]:
+        assert cell_unescaped(text) == text

@@ -203,3 +203,21 @@ def test_changed_text_on_reimport_is_refused_and_nothing_changes(tmp_path):
     ):
         run("--study", "S", str(write_csv(tmp_path / "b.csv", rows)))
     assert counts() == before  # the new row was not written either
+
+
+def test_a_csv_written_with_escaped_formula_cells_reads_back_as_written(db, tmp_path):
+    """This platform's CSVs put an apostrophe before a cell a spreadsheet would run; the
+    reader takes it off again, and only that one."""
+    from annotation.csvsafe import reversible_cell
+
+    texts = ["=HYPERLINK(1)", "- I feel low", "'=already quoted", "@home", "plain"]
+    rows = [
+        {"id": reversible_cell(f"-c{i}"), "context": reversible_cell(t), "response": "ok"}
+        for i, t in enumerate(texts)
+    ]
+    path = write_csv(tmp_path / "escaped.csv", rows)
+    call_command("import_conversations", "--study", "Escaped", str(path))
+    stored = dict(
+        Conversation.objects.filter(study__name="Escaped").values_list("external_id", "context")
+    )
+    assert stored == {f"-c{i}": t for i, t in enumerate(texts)}

@@ -208,7 +208,9 @@ def test_admin_invites_a_clinician_who_sets_a_password_with_the_link(
     )
     assert done.status_code == 302
     # Through the sign-in page, as dora would (the lock-out backend needs the request).
-    signed_in = client.post(reverse("login"), {"username": "dora", "password": "a-Long-pass-9871"})
+    signed_in = client.post(
+        reverse("account_login"), {"login": "dora", "password": "a-Long-pass-9871"}
+    )
     assert signed_in.status_code == 302 and client.session["_auth_user_id"] == str(
         django_user_model.objects.get(username="dora").pk
     )

@@ -38,13 +38,17 @@ The counter for "first n calls" is per distinct marker text, so give each test i
     400 / 401              always (n=all by default): invalid request / authentication error;
                            401 echoes the API key back, as real servers do with part of it
     reject_json_mode       400 when the request asks for response_format, else ok
-    malformed              invalid JSON
+    malformed              invalid JSON (a doubled comma, a trailing comma), closed
     not_json               HTTP 200 whose body is not JSON (`html=1`: an HTML page served as
                            text/html, as a proxy's error page; default: a cut-off body served as
                            application/json)
     fenced                 JSON inside a ```json fence
     prose                  JSON with prose before and after
     truncated              JSON cut halfway, finish_reason "length" / stop_reason "max_tokens"
+    cut_after_answer       a complete judge JSON, then prose cut by the limit: finish_reason
+                           "length" / stop_reason "max_tokens" although the JSON parses
+    cut_unreported         JSON cut in its explanation with finish_reason "stop" (a server that
+                           does not say it cut)
     think                  <think>…</think> then the answer (any prompt, not only judge JSON)
     think_unopened         reasoning then </think> then the answer (DeepSeek-R1 template style)
     think_truncated        an unterminated <think> block, cut by the token limit
@@ -95,6 +99,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import json_repair
 from aiohttp import web
 
 from tests.fakes.batch_endpoints import BatchEndpoints
@@ -455,7 +460,9 @@ class FakeLLMServer(BatchEndpoints):
             try:
                 answer = json.loads(text)
             except ValueError:
-                answer = None
+                # Cut by max_tokens inside the tool input: the fields that came, as a salvaging
+                # server would hand them over (every score may be there, the explanation cut).
+                answer = json_repair.loads(text) if reply.finish == "length" else None
             if not isinstance(answer, dict):
                 answer = {"answer": text}
             content.append(
@@ -680,7 +687,8 @@ class FakeLLMServer(BatchEndpoints):
             # The variants below deform a judge JSON; for other prompts answer normally.
             return _Reply(text=answer)
         if name == "malformed":
-            broken = json.dumps(as_json).replace(", ", ",, ", 1)[:-1] + " ,"
+            # Broken but finished: an answer that never closes is a cut-off one, not malformed.
+            broken = json.dumps(as_json).replace(", ", ",, ", 1)[:-1] + " ,}"
             return _Reply(text=broken)
         if name == "fenced":
             return _Reply(text="```json\n" + json.dumps(as_json, indent=2) + "\n```")
@@ -693,6 +701,11 @@ class FakeLLMServer(BatchEndpoints):
         if name == "truncated":
             full = json.dumps(as_json, indent=2)
             return _Reply(text=full[: len(full) // 2], finish="length")
+        if name == "cut_after_answer":
+            return _Reply(text=json.dumps(as_json) + "\n\nIn addition, the", finish="length")
+        if name == "cut_unreported":
+            full = json.dumps(as_json)
+            return _Reply(text=full[: full.index('"Explanation"') + 30])
         if name == "out_of_range":
             first = next(k for k in as_json if k not in _RESERVED_KEYS)
             return _Reply(text=json.dumps({**as_json, first: int(params.get("score", 6))}))

@@ -114,10 +114,16 @@ class Worker:
     and Redis db 14."""
 
     def __init__(
-        self, env: dict[str, str], log: Path, *, concurrency: int = 2, beat: bool = False
+        self,
+        env: dict[str, str],
+        log: Path,
+        *,
+        concurrency: int = 2,
+        beat: bool = False,
+        queues: str = "",
     ) -> None:
         self.env, self.log = env, log
-        self.concurrency, self.beat = concurrency, beat
+        self.concurrency, self.beat, self.queues = concurrency, beat, queues
         self.process: subprocess.Popen | None = None
 
     def start(self) -> Worker:
@@ -137,6 +143,8 @@ class Worker:
                 "--without-mingle",
                 "--without-heartbeat",
             ]
+            if self.queues:  # as bin/up and docker compose start them: one queue each
+                command += ["-Q", self.queues, "-n", f"{self.queues}-{uuid.uuid4().hex[:6]}@%h"]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "mentalbench", *command],
             cwd=ROOT,
@@ -189,8 +197,13 @@ def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable
     app.amqp._producer_pool = None
     workers: list[Worker] = []
 
-    def start(log_name: str = "worker.log", *, concurrency: int = 2, beat: bool = False) -> Worker:
-        worker = Worker(env, tmp_path / log_name, concurrency=concurrency, beat=beat).start()
+    def start(
+        log_name: str = "worker.log", *, concurrency: int = 2, beat: bool = False, queues: str = ""
+    ) -> Worker:
+        """A worker (of every queue unless `queues` names some), or beat."""
+        worker = Worker(
+            env, tmp_path / log_name, concurrency=concurrency, beat=beat, queues=queues
+        ).start()
         workers.append(worker)
         return worker
 

@@ -362,3 +362,54 @@ def test_the_migration_encrypts_plaintext_keys_or_stops_with_a_clear_error(setti
         settings.MENTALBENCH_ENCRYPTION_KEYS = [TEST_ENCRYPTION_KEY]
         executor = MigrationExecutor(connection)
         executor.migrate(leaves)
+
+
+# ----------------------------------------------------------------- keys nobody configured
+
+WORKER_KEY = "sk-worker-own-key-that-no-endpoint-named-0123456789"
+
+
+@pytest.fixture
+def worker_keys(monkeypatch):
+    """The worker's own provider keys, as an operator might have them in its environment."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.setenv(name, WORKER_KEY)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_keyless_provider_endpoint_is_refused_and_never_sends_the_workers_key(
+    study, endpoint_factory, fake_llm, worker_keys, provider
+):
+    # An editor points a keyless openai/anthropic endpoint at a server of their choice.
+    endpoint = endpoint_factory(provider, api_key="", api_key_env="")
+    run, tag = judged_once(endpoint)
+    assert run.status == Run.Status.FAILED
+    assert "no API key" in run.error and WORKER_KEY not in run.error
+    assert fake_llm.requests_for(tag) == []  # nothing reached the server
+
+
+def test_a_keyless_compatible_server_gets_the_placeholder_not_the_workers_key(
+    study, endpoint_factory, fake_llm, worker_keys
+):
+    endpoint = endpoint_factory("openai_compatible", api_key="", api_key_env="")
+    run, tag = judged_once(endpoint)
+    assert run.status == Run.Status.DONE
+    sent = fake_llm.requests_for(tag)
+    assert sent
+    assert {r.key_sha256 for r in sent} == {hashlib.sha256(b"EMPTY").hexdigest()}
+    assert hashlib.sha256(WORKER_KEY.encode()).hexdigest() not in {r.key_sha256 for r in sent}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_the_batch_client_never_reads_the_workers_key(worker_keys, provider):
+    from judging import batch_providers, providers
+
+    config = providers.EndpointConfig(
+        provider=provider, model="m", base_url="http://127.0.0.1:9/v1", api_key=""
+    )
+    with pytest.raises(providers.PermanentError, match="no API key"):
+        batch_providers.client(config)
+    compatible = providers.EndpointConfig(
+        provider="openai_compatible", model="m", base_url="http://127.0.0.1:9/v1"
+    )
+    assert batch_providers.client(compatible).api_key == "EMPTY"

@@ -6,10 +6,12 @@ in the test process; no SDK is monkeypatched.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 import pytest
@@ -21,7 +23,7 @@ from judging.models import ProviderBatch, Run, RunItem
 from judging.prompts import DEFAULT_RUBRIC
 from tests.fakes.llm_server import scenario
 
-from .conftest import ROOT, wait_for
+from .conftest import ROOT, make_study, wait_for
 from .test_services import study_with_texts
 
 ATTRIBUTES = [a["name"] for a in DEFAULT_RUBRIC]
@@ -250,7 +252,8 @@ def test_a_batch_that_fails_every_time_fails_its_items_with_the_reason(
     run = poll_until_settled(
         launch(study, batch_endpoint(endpoint_factory, "openai"), max_output_attempts=2)
     )
-    assert run.status == Run.Status.DONE
+    # Not one item succeeded: the run failed, and says so.
+    assert run.status == Run.Status.FAILED and run.error.startswith("every item failed (6 of 6)")
     assert set(RunItem.objects.filter(run=run).values_list("status", flat=True)) == {"failed"}
     assert "failed validation" in RunItem.objects.filter(run=run).first().last_error
     assert not Rating.objects.filter(run=run).exists()
@@ -515,6 +518,58 @@ def test_a_batch_run_on_real_workers_and_beat_survives_their_restart(
     assert Rating.objects.filter(run=run, status="complete").count() == 10
     assert Score.objects.filter(rating__run=run).count() == 10 * len(ATTRIBUTES)
     assert ProviderBatch.objects.filter(run=run).count() == 1
+
+
+@pytest.mark.slow
+def test_a_batch_run_submits_within_a_minute_beside_a_long_immediate_run(
+    _fast_batch_polls, celery_worker_factory, endpoint_factory, fake_llm
+):
+    """The processes of bin/up and docker compose: a run worker with 2 processes, an upkeep
+    worker and beat. An immediate run holds both run processes (parallel tasks 2) for minutes;
+    the batch run beside it is submitted and polled on time, and the sweeper keeps sweeping."""
+    from tests.fakes.llm_server import FakeLLMServer
+
+    study, _ = study_with_texts({f"t{i}": f"text {i}" for i in range(10)})
+    fake_llm.batch_polls = 1_000_000  # the batch stays open: this is about submit and polls
+    with FakeLLMServer(delay=3.0) as slow:
+        long_study = make_study("long run", conversations=100, responders=("gpt4o", "llama_3"))
+        celery_worker_factory("runs.log", concurrency=2, queues="runs")
+        upkeep = celery_worker_factory("upkeep.log", concurrency=1, queues="upkeep")
+        celery_worker_factory("beat.log", beat=True)
+        long_run = services.judge_run_create(
+            study_id=long_study.id,
+            endpoint=endpoint_factory("openai", base_url=slow.openai_base_url),
+            concurrency=2,
+            parallel_tasks=2,  # both run processes: 200 items at 3 s, 2 at a time = 5 minutes
+        )
+        wait_for(lambda: slow.in_flight == 2, timeout=60, what="the long run to hold both")
+        launched = time.monotonic()
+        run = services.judge_run_create(
+            study_id=study.id, endpoint=batch_endpoint(endpoint_factory, "openai"), mode="batch"
+        )
+        wait_for(
+            lambda: ProviderBatch.objects.filter(run=run, status="in_progress").exists(),
+            timeout=60,
+            what="the batch run beside the long run to be submitted",
+        )
+        submitted_s = time.monotonic() - launched
+        wait_for(
+            lambda: ProviderBatch.objects.filter(run=run, poll_attempts__gte=2).exists(),
+            timeout=30,
+            what="beat's polls of it to run",
+        )
+        long_run.refresh_from_db()
+        assert long_run.status == Run.Status.RUNNING  # it held the run processes all along
+        assert RunItem.objects.filter(run=long_run, status="pending").count() > 150
+        sweeps = len(re.findall(r"runs_sweep\[[^]]+\] succeeded", upkeep.log.read_text()))
+        assert sweeps >= 4, f"{sweeps} sweeps ran beside the long run"  # 1 s period (fixture)
+        services.run_cancel(run_id=long_run.id)
+        wait_for(
+            lambda: (long_run.refresh_from_db() or long_run.status) == "cancelled",
+            timeout=30,
+            what="the long run to let go",
+        )
+    print(f"batch submitted {submitted_s:.1f} s after launch beside a run holding every run slot")
 
 
 # ------------------------------------------------------------------------------ other run kinds

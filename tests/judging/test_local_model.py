@@ -62,12 +62,18 @@ def endpoints(transactional_db, local_llama):
 
 
 def finished(run: Run) -> Run:
+    """The run once it settled by itself: done, or failed when every one of its items failed
+    (a small model cut off by the token limit on every answer is a true failure, not a hang)."""
     wait_for(
-        lambda: Run.objects.get(id=run.id).status == Run.Status.DONE,
+        lambda: not Run.objects.get(id=run.id).is_active,
         timeout=RUN_TIMEOUT,
         what=f"{run} to finish by itself",
     )
     run.refresh_from_db()
+    assert run.status in (Run.Status.DONE, Run.Status.FAILED), run.status
+    failed = RunItem.objects.filter(run=run, status=RunItem.Status.FAILED).count()
+    all_failed = failed == RunItem.objects.filter(run=run).count()
+    assert (run.status == Run.Status.FAILED) == all_failed, (run.status, run.error)
     return run
 
 

@@ -19,7 +19,8 @@ def test_only_a_pending_or_running_run_can_be_cancelled(status: str, expected: b
 
 @pytest.mark.parametrize(
     ("status", "pending", "expected"),
-    [(S.CANCELLED, 0, True), (S.FAILED, 0, True), (S.DONE, 3, True), (S.DONE, 0, False),
+    [(S.CANCELLED, 0, True), (S.FAILED, 3, True), (S.FAILED, 0, False), (S.DONE, 3, True),
+     (S.DONE, 0, False),
      (S.RUNNING, 3, False), (S.CANCELLING, 3, False)],
 )  # fmt: skip
 def test_a_stopped_run_or_a_done_one_with_pending_items_can_resume(

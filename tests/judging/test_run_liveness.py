@@ -274,7 +274,7 @@ def test_sweep_runs_command_sweeps_once_and_refuses_a_bad_period(endpoint_factor
 
     study = texts_study(["a"])
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory("openai"))
-    RunItem.objects.filter(run=run).update(status="failed")
+    RunItem.objects.filter(run=run).update(status="done")  # its last loop died before finalizing
     call_command("sweep_runs")
     assert f"finalized runs [{run.id}]" in capsys.readouterr().out
     run.refresh_from_db()

@@ -16,7 +16,7 @@ from .conftest import API_KEY
 
 @pytest.fixture
 def eager_celery():
-    """Demo mode: tasks run in-process, as without REDIS_URL."""
+    """Tasks run inside the test process at commit (Celery eager), asked for explicitly."""
     from mentalbench.celery import app
 
     saved = app.conf.task_always_eager

@@ -170,7 +170,22 @@ def test_two_broken_answers_are_ambiguous() -> None:
 def test_a_value_cut_off_at_the_end_is_not_a_score() -> None:
     text = json.dumps({name: 3 for name in ATTRIBUTE_NAMES})[:-1]  # ends with "Understanding": 3
     result = parse(text)
-    assert not result.ok and "Understanding" in result.error
+    assert not result.ok and result.error.startswith("cut off by the token limit")
+
+
+@pytest.mark.parametrize("fence", ["", "```json\n"])
+def test_an_answer_cut_off_in_its_explanation_is_invalid_whatever_could_be_salvaged(fence) -> None:
+    # Every score is there, complete; only the explanation was cut: still no answer.
+    whole = json.dumps({**{name: 4 for name in ATTRIBUTE_NAMES}, "Explanation": "The reply is"})
+    result = parse(fence + whole[: whole.index("The reply is") + 8])
+    assert not result.ok and result.scores == {}
+    assert result.error == "cut off by the token limit: the JSON answer never closes"
+    # Braces quoted in the explanation do not close the object.
+    result = parse(whole.replace("The reply is", "uses {curly} braces")[:-5])
+    assert not result.ok and result.error.startswith("cut off by the token limit")
+    # Broken JSON that does close (a stray quote in the explanation) is not called cut off.
+    stray = whole.replace('"The reply is"', '"The "reply is"')
+    assert "cut off" not in (parse(stray).error or "")
 
 
 def test_scores_without_any_json_object_are_not_read_from_prose() -> None:

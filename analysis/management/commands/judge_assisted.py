@@ -4,15 +4,18 @@ import math
 from pathlib import Path
 from typing import Any
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import judge_assisted
 from analysis.judge_assisted_selectors import (
+    DESIGNS,
     JudgeAssistedInputError,
     conversation_external_ids,
     judge_assisted_report,
 )
 from analysis.management.lookup import study_get_or_error
+from annotation.csvsafe import frame_csv
 
 TABLE_COLUMNS = (*judge_assisted.CONTRACT_COLUMNS, "ratings_saved")
 
@@ -39,11 +42,18 @@ def _labelled_ids(path: str, known: set[str]) -> set[str]:
 
 class Command(BaseCommand):
     help = (
-        "Judge-assisted (PPI++) clinician means per responder × attribute: the clinician mean "
-        "estimated from clinician ratings on the labelled conversations and judge scores on "
-        "all, with its confidence interval beside the clinician-only one. See "
-        "docs/judge-assisted.md."
+        "Judge-assisted (PPI++) clinician means per responder × attribute. The estimand is the "
+        "clinician mean over the study's responses that clinicians were meant to rate; it is "
+        "estimated from clinician ratings on the labelled conversations (the study's stored "
+        "clinician sample, else every clinician-rated conversation, or --labelled FILE) and "
+        "judge scores on the others, with a Student-t interval beside the clinician-only one. "
+        "Responses of labelled conversations that clinicians left unrated are non-response "
+        "(counted in n_nonresponse, in neither pool). See docs/judge-assisted.md."
     )
+
+    # The checks of what it relies on, the models: the URL checks import every view of the
+    # project (and the LLM SDKs' callers), seconds of start-up for a table it prints.
+    requires_system_checks = [Tags.models]
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--study", required=True)
@@ -52,7 +62,15 @@ class Command(BaseCommand):
             "--labelled",
             metavar="FILE",
             help="external conversation ids, one per line, whose clinician ratings are used "
-            "(default: every clinician-rated conversation)",
+            "(default: --design)",
+        )
+        parser.add_argument(
+            "--design",
+            choices=DESIGNS,
+            default="stored",
+            help="without --labelled: 'stored' uses the study's clinician sample drawn on "
+            "/manage/ (every clinician-rated conversation if it has none); 'rated' uses every "
+            "clinician-rated conversation",
         )
         parser.add_argument("--alpha", default="0.05", help="1 − confidence level (default 0.05)")
         parser.add_argument("--format", choices=("csv", "table"), default="table")
@@ -73,17 +91,26 @@ class Command(BaseCommand):
             else None
         )
         try:
-            table = judge_assisted_report(
-                study=study, judges=options["judge"], labelled=labelled, alpha=alpha
-            ).means
+            report = judge_assisted_report(
+                study=study,
+                judges=options["judge"],
+                labelled=labelled,
+                alpha=alpha,
+                design=options["design"],
+            )
         except JudgeAssistedInputError as exc:
             raise CommandError(str(exc)) from exc
+        table = report.means
+        # On stderr: the CSV on stdout stays the contract's table alone.
+        self.stderr.write(f"labelled: {report.design}")
+        for row in table[table["warning"] != ""].itertuples(index=False):
+            self.stderr.write(f"warning: {row.responder} × {row.attribute}: {row.warning}")
         if options["format"] == "csv":
             columns = [
                 *judge_assisted.CONTRACT_COLUMNS,
                 *(c for c in table.columns if c not in judge_assisted.CONTRACT_COLUMNS),
             ]
             # Python's float repr round-trips: full precision, no float_format truncation.
-            self.stdout.write(table[columns].to_csv(index=False), ending="")
+            self.stdout.write(frame_csv(table[columns]), ending="")
         else:
             self.stdout.write(table[list(TABLE_COLUMNS)].round(3).to_string(index=False))

@@ -12,7 +12,7 @@ from analysis.selectors import (
     exclusions_for,
     scores_frame,
 )
-from annotation.csvsafe import safe_frame
+from annotation.csvsafe import frame_csv
 from annotation.models import Rater, Study
 
 #: The columns DESIGN.md promises first, in this order; the rest of reports.RELIABILITY_COLUMNS
@@ -110,7 +110,7 @@ class Command(BaseCommand):
         notes = data_notes(study=study, as_published=options["as_published"])
         if options["format"] == "csv":
             columns = [*CONTRACT_COLUMNS, *(c for c in table.columns if c not in CONTRACT_COLUMNS)]
-            self.stdout.write(safe_frame(table[columns]).to_csv(index=False), ending="")
+            self.stdout.write(frame_csv(table[columns]), ending="")
             for note in notes:
                 self.stderr.write(f"note: {note}")
         else:

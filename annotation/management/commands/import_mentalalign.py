@@ -9,7 +9,7 @@ from annotation.importers.base import ImportProblem, file_sha256
 from annotation.importers.mentalalign import Workbook, read_workbook
 from annotation.services import (
     WorkbookSource,
-    clinician_rater_get_or_create,
+    human_workbook_sources,
     judge_rater_get_or_create,
     mentalalign_import,
     study_get_or_create,
@@ -18,11 +18,12 @@ from annotation.services import (
 SHOWN_PROBLEMS = 50
 
 
-def _pairs(values: list[str], flag: str) -> list[tuple[str, str]]:
+def _pairs(values: list[str], flag: str, *, empty: bool = False) -> list[tuple[str, str]]:
+    """NAME=VALUE pairs; with `empty`, NAME= (nothing after the sign) is allowed too."""
     pairs = []
     for value in values:
         name, sep, rest = value.partition("=")
-        if not sep or not name.strip() or not rest.strip():
+        if not sep or not name.strip() or (not rest.strip() and not empty):
             raise CommandError(f"{flag} {value!r}: expected NAME=VALUE")
         pairs.append((name.strip(), rest.strip()))
     return pairs
@@ -34,7 +35,8 @@ class Command(BaseCommand):
         "judges' raw outputs (--judge NAME=FILE). Every parseable cell is stored as a rating "
         "with its raw text; every unparseable cell is stored as an invalid rating (raw text and "
         "reason, no scores) and reported; empty cells are counted and reported. Judges named like "
-        "claude / gpt-4o / gemini / o4-mini get the paper's self-exclusions unless --exclude."
+        "claude / gpt-4o / gemini / o4-mini get the paper's self-exclusions unless --exclude "
+        "(NAME= for none)."
     )
     # The checks of what an import relies on: the models. The URL checks would import every
     # view (and the dashboards' pandas) before a single row is read.
@@ -46,7 +48,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--human-rater",
             default="MentalAlign-70k clinicians",
-            help="rater name for the clinicians' workbook",
+            help="rater name for the clinicians' workbook (a released study's workbook, with a "
+            "Clinician column, names each clinician '<study> <code>' instead)",
         )
         parser.add_argument("--judge", action="append", default=[], metavar="NAME=FILE")
         parser.add_argument(
@@ -54,7 +57,8 @@ class Command(BaseCommand):
             action="append",
             default=[],
             metavar="NAME=KEY[,KEY]",
-            help="responder keys a judge must not be compared on",
+            help="responder keys a judge must not be compared on (NAME= for none, overriding "
+            "the paper's self-exclusion for a judge named like one of its judges)",
         )
         parser.add_argument(
             "--strict",
@@ -71,7 +75,7 @@ class Command(BaseCommand):
         judges = _pairs(options["judge"], "--judge")
         exclusions = {
             name: [k.strip() for k in keys.split(",") if k.strip()]
-            for name, keys in _pairs(options["exclude"], "--exclude")
+            for name, keys in _pairs(options["exclude"], "--exclude", empty=True)
         }
         unknown = set(exclusions) - {name for name, _ in judges}
         if unknown:
@@ -90,18 +94,20 @@ class Command(BaseCommand):
             # One transaction: a failure leaves no study, rater, rating or log behind.
             with transaction.atomic():
                 study, created = study_get_or_create(name=options["study"])
-                sources = [
-                    WorkbookSource(
-                        workbook=book,
-                        rater=(
-                            clinician_rater_get_or_create(name=options["human_rater"])
-                            if name is None
-                            else judge_rater_get_or_create(name=name, excluded=exclusions.get(name))
-                        ),
-                        sha256=file_sha256(path),
+                sources: list[WorkbookSource] = []
+                for judge, path, book in books:
+                    if judge is None:
+                        sources += human_workbook_sources(
+                            study=study,
+                            workbook=book,
+                            sha256=file_sha256(path),
+                            rater_name=options["human_rater"],
+                        )
+                        continue
+                    rater = judge_rater_get_or_create(name=judge, excluded=exclusions.get(judge))
+                    sources.append(
+                        WorkbookSource(workbook=book, rater=rater, sha256=file_sha256(path))
                     )
-                    for name, path, book in books
-                ]
                 summaries = mentalalign_import(
                     study=study, sources=sources, strict=options["strict"]
                 )
@@ -114,7 +120,10 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{s['file']} ({s['rater']}): {s['cells']} cells = {s['stored']} stored + "
                 f"{s['invalid']} unparseable (kept as invalid, raw text stored) + {s['empty']} "
-                f"empty + {s['already_present']} already imported"
+                "empty + "
+                + (f"{s['not_rated']} marked not rated + " if s["not_rated"] else "")
+                + (f"{s['flagged']} marked flagged + " if s["flagged"] else "")
+                + f"{s['already_present']} already imported"
                 + (
                     f" ({s['changed_since_import']} differ from the stored import)"
                     if s["changed_since_import"]

@@ -1,8 +1,8 @@
 """`manage.py sweep_runs [--every SECONDS]`: move on runs whose workers are gone.
 
-With Redis, Celery beat sends the same sweep (judging.tasks.runs_sweep). Without Redis (the
-embedded set-up) there is no beat: `bin/up` runs this command with `--every`, and a run it
-restarts executes right here, in this process (tasks run in-process there).
+Celery beat sends the same sweep (judging.tasks.runs_sweep) wherever bin/up or docker compose
+run; this command is for a shell, e.g. to move runs on at once after a restart. A run it
+restarts goes to the workers, like every run.
 """
 
 from __future__ import annotations

@@ -1,0 +1,26 @@
+from django.conf import settings
+from django.db import models
+
+
+class SignInEvent(models.Model):
+    """One sign-in attempt: who, when, from where, whether it succeeded and with which factors.
+
+    Written by the auth signals (accounts.signals); kept SIGNIN_LOG_DAYS days. Holds no password
+    and no code, only the username as typed (a failed attempt may name no real account).
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    username = models.CharField(max_length=150, blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    ip_address = models.GenericIPAddressField(null=True, blank=True)
+    succeeded = models.BooleanField()
+    two_factor = models.BooleanField(default=False, help_text="a second factor was used")
+    method = models.CharField(max_length=32, blank=True, help_text="password or sso")
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.username} {'ok' if self.succeeded else 'failed'} at {self.at:%Y-%m-%d %H:%M}"

@@ -1,0 +1,93 @@
+"""Forgot password, by e-mail: the link is single-use, expires, and dies when the account's
+rights change (the same token as the admins' set-password links)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from django.core import mail
+from django.test import override_settings
+from django.urls import reverse
+
+from annotation.roles import CLINICIAN, role_add
+from annotation.tokens import PrivilegeBoundTokenGenerator
+
+OLD = "an-Old-pass-1234-cleo"
+NEW = "a-New-pass-5678-cleo"
+
+
+@pytest.fixture
+def cleo(django_user_model):
+    user = django_user_model.objects.create_user("cleo", email="cleo@ward.example", password=OLD)
+    role_add(user=user, role=CLINICIAN)
+    return user
+
+
+def request_link(client, email: str = "cleo@ward.example") -> str | None:
+    mail.outbox.clear()
+    response = client.post(reverse("account_reset_password"), {"email": email})
+    assert response.status_code == 302
+    links = [
+        m
+        for message in mail.outbox
+        for m in re.findall(r"http://testserver(/accounts/password/reset/key/\S+/)", message.body)
+    ]
+    return links[0] if links else None
+
+
+def set_password(client, link: str, password: str):
+    """Follow the e-mailed link and submit a new password; the final page."""
+    form = client.get(link, follow=True)
+    target = form.redirect_chain[-1][0] if form.redirect_chain else link
+    return client.post(target, {"password1": password, "password2": password}, follow=True)
+
+
+def test_forgot_password_sends_a_link_that_sets_the_password_once(client, cleo):
+    link = request_link(client)
+    assert link is not None
+    set_password(client, link, NEW)
+    cleo.refresh_from_db()
+    assert cleo.check_password(NEW)
+    # The same link again: refused, the password stays.
+    page = set_password(client, link, "a-Third-pass-9999-cleo")
+    assert "Bad Token" in page.content.decode() or "invalid" in page.content.decode().lower()
+    cleo.refresh_from_db()
+    assert cleo.check_password(NEW)
+    # And the new password signs in.
+    client.logout()
+    signed_in = client.post(reverse("account_login"), {"login": "cleo", "password": NEW})
+    assert signed_in.status_code == 302 and "_auth_user_id" in client.session
+
+
+def test_the_link_expires(client, cleo, monkeypatch):
+    link = request_link(client)
+    later = time.time() + 73 * 3600  # PASSWORD_LINK_HOURS defaults to 72
+    monkeypatch.setattr(
+        PrivilegeBoundTokenGenerator,
+        "_now",
+        lambda self: __import__("datetime").datetime.fromtimestamp(later),
+    )
+    set_password(client, link, NEW)
+    cleo.refresh_from_db()
+    assert cleo.check_password(OLD)
+
+
+def test_the_link_dies_when_the_account_is_promoted(client, cleo):
+    link = request_link(client)
+    cleo.is_staff = True
+    cleo.save()
+    set_password(client, link, NEW)
+    cleo.refresh_from_db()
+    assert cleo.check_password(OLD)
+
+
+def test_an_unknown_address_gets_no_link(client, cleo):
+    assert request_link(client, "nobody@ward.example") is None
+
+
+@override_settings(EMAIL_BACKEND="django.core.mail.backends.console.EmailBackend")
+def test_without_smtp_the_link_is_printed_in_the_log(client, cleo, capsys):
+    client.post(reverse("account_reset_password"), {"email": "cleo@ward.example"})
+    assert "/accounts/password/reset/key/" in capsys.readouterr().out
