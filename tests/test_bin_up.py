@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from tests.fakes.llm_server import FakeLLMServer
+from tests.second_factor import TEST_TOTP_SECRET, totp_code
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -313,19 +314,43 @@ def _manage(copy: Path, env: dict[str, str], *args: str) -> str:
 
 
 def _login(base: str, username: str, password: str) -> httpx.Client:
+    """Sign in as the sign-in page does; an admin (who must use a second factor) with the
+    code of the test authenticator enrolled by _enrol_totp."""
     client = httpx.Client(base_url=base, timeout=30, follow_redirects=False)
     client.get("/accounts/login/")
     response = client.post(
         "/accounts/login/",
         data={
-            "username": username,
+            "login": username,
             "password": password,
             "csrfmiddlewaretoken": client.cookies["csrftoken"],
         },
         headers={"Referer": f"{base}/accounts/login/"},
     )
     assert response.status_code == 302, response.text[-2000:]
+    if "/accounts/2fa/authenticate/" in response.headers["location"]:
+        client.get("/accounts/2fa/authenticate/")
+        response = client.post(
+            "/accounts/2fa/authenticate/",
+            data={"code": totp_code(), "csrfmiddlewaretoken": client.cookies["csrftoken"]},
+            headers={"Referer": f"{base}/accounts/2fa/authenticate/"},
+        )
+        assert response.status_code == 302, response.text[-2000:]
     return client
+
+
+def _enrol_totp(copy: Path, env: dict[str, str], username: str) -> None:
+    """The admin's TOTP authenticator with the tests' secret, as the enrolment page makes it."""
+    _manage(
+        copy,
+        env,
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model; "
+        "from allauth.mfa.totp.internal.auth import TOTP; "
+        f"TOTP.activate(get_user_model().objects.get(username={username!r}), "
+        f"{TEST_TOTP_SECRET!r})",
+    )
 
 
 def _progress(client: httpx.Client, run_url: str) -> tuple[int, int]:
@@ -368,6 +393,7 @@ def test_embedded_bin_up_launches_a_run_in_the_background_with_live_progress(emb
             "print('ids', Study.objects.get().pk, ModelEndpoint.objects.get(name='fake').pk)",
         )
         ids = re.search(r"^ids (\d+) (\d+)$", out, re.M).groups()  # type: ignore[union-attr]
+        _enrol_totp(copy, env, "boss")
         client = _login(base, "boss", ADMIN_PASSWORD)
         form = client.get("/judging/runs/new/judge/")
         assert form.status_code == 200

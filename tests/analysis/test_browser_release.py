@@ -1,0 +1,55 @@
+"""A researcher reads a study's datasheet in chromium and downloads its release; a clinician
+is refused the page."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from analysis.release import CHECKSUMS, CONVERSATIONS, DATASHEET, HUMAN, checksums_verify
+from annotation.roles import CLINICIAN, RESEARCHER, role_add
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _sign_in(page, username: str, password: str, path: str) -> None:
+    page.goto(f"/accounts/login/?next={path}")
+    page.fill("#id_login", username)
+    page.fill("#id_password", password)
+    with page.expect_navigation():
+        page.click("main button[type=submit]")
+
+
+def test_researcher_reads_the_datasheet_and_downloads_a_release_that_checks_out(
+    django_db_setup, small_study, live_server, chromium, tmp_path
+):
+    study = small_study.study
+    path = f"/analysis/studies/{study.pk}/release/"
+    researcher = get_user_model().objects.create_user("rosa", password="pw-rosa-long-1")
+    role_add(user=researcher, role=RESEARCHER)
+    page = chromium.new_context(base_url=live_server.url, accept_downloads=True).new_page()
+    _sign_in(page, "rosa", "pw-rosa-long-1", path)
+    page.wait_for_url(f"**{path}")
+    # The datasheet is rendered on the page before anything is downloaded.
+    assert page.locator("h3:has-text('Reliability')").count() == 1
+    assert "Licence" in page.inner_text("main")
+    with page.expect_download() as info:
+        page.click("text=Download the release (zip)")
+    saved = tmp_path / info.value.suggested_filename
+    info.value.save_as(saved)
+    assert saved.name == "small-study-release.zip"
+    with zipfile.ZipFile(saved) as archive:
+        names = set(archive.namelist())
+        archive.extractall(tmp_path / "release")
+    assert {CONVERSATIONS, HUMAN, DATASHEET, CHECKSUMS} <= names
+    assert checksums_verify(tmp_path / "release") == []
+
+    clinician = get_user_model().objects.create_user("cleo", password="pw-cleo-long-1")
+    role_add(user=clinician, role=CLINICIAN)
+    other = chromium.new_context(base_url=live_server.url).new_page()
+    _sign_in(other, "cleo", "pw-cleo-long-1", "/rate/")
+    response = other.goto(path)
+    assert response is not None and response.status == 403
+    assert "Download the release" not in other.content()
