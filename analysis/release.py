@@ -27,7 +27,6 @@ datasheet reads the study's scores, as the dashboard does).
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import importlib.metadata
 import json
@@ -51,7 +50,7 @@ from django.db.models import Count, Max, Q, QuerySet
 
 from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import ratings_version
-from annotation.csvsafe import reversible_cell
+from annotation.csvsafe import reversible_writer
 from annotation.importers.base import ImportProblem
 from annotation.importers.limits import (
     ImportLimits,
@@ -271,12 +270,12 @@ def _check_judges(study: Study, judges: Sequence[Rater]) -> None:
 def _conversations_csv(
     study: Study, handle: IO[str], *, keys: Sequence[str], include_text: bool
 ) -> dict[str, int]:
-    writer = csv.writer(handle, lineterminator="\n")
+    writer = reversible_writer(handle, lineterminator="\n")
     columns = ["id", "context", *CONDITION_COLUMNS, "source"]
     response_columns = (
         [("response" if k == "original" else k) for k in keys] if include_text else []
     )
-    writer.writerow([reversible_cell(c) for c in [*columns, *response_columns]])
+    writer.writerow([*columns, *response_columns])
     index = {k: i for i, k in enumerate(keys)}
     max_chars = ImportLimits.from_settings().max_cell_chars
     n_conversations = n_responses = 0
@@ -307,7 +306,7 @@ def _conversations_csv(
                     f"conversation {ext!r}: a text of {len(longest):,} characters, more than "
                     f"the {max_chars:,} import_conversations reads (IMPORT_MAX_CELL_CHARS)"
                 )
-            writer.writerow([reversible_cell(v) for v in values])
+            writer.writerow(values)
             n_conversations += 1
             n_responses += sum(bool(t) for t in texts.get(pk, []))
     return {"conversations": n_conversations, "response_texts": n_responses}

@@ -9,6 +9,7 @@ from .models import (
     Attribute,
     AttributeLevel,
     CalibrationSettings,
+    ClinicianSample,
     Conversation,
     DistortionLabel,
     ImportLog,
@@ -239,3 +240,12 @@ class TrainingOutcomeAdmin(ViewOnlyAdmin):
 class AssignmentChangeAdmin(ViewOnlyAdmin):
     list_display = ["assignment", "field", "old_value", "new_value", "changed_by", "changed_at"]
     list_select_related = ["assignment__rater", "assignment__conversation__study", "changed_by"]
+
+
+# The clinicians' sample is drawn on /manage/ (the service records its seed and population):
+# view-only here, so a stored design is never edited after estimates were made with it.
+@admin.register(ClinicianSample)
+class ClinicianSampleAdmin(ViewOnlyAdmin):
+    list_display = ["study", "method", "size", "population", "seed", "created_by", "created_at"]
+    list_filter = ["study", "method"]
+    exclude = ["conversations"]  # hundreds of ids; the release and the page list them

@@ -135,6 +135,22 @@ def safe_writer(file, **kwargs) -> _SafeWriter:
     return _SafeWriter(csv.writer(file, **kwargs))
 
 
+class _ReversibleWriter:
+    """csv.writer for text that must read back exactly (reversible_cell on every cell)."""
+
+    def __init__(self, writer) -> None:
+        self._writer = writer
+
+    def writerow(self, row: Iterable[str]):
+        return self._writer.writerow([reversible_cell(cell) for cell in row])
+
+
+def reversible_writer(file, **kwargs) -> _ReversibleWriter:
+    """``csv.writer(file, **kwargs)`` for a file that is read back (a released dataset): its
+    text cells are made safe with :func:`reversible_cell`, which :func:`cell_unescaped` undoes."""
+    return _ReversibleWriter(csv.writer(file, **kwargs))
+
+
 def safe_dict_writer(file, fieldnames: list[str], **kwargs) -> _SafeDictWriter:
     """``csv.DictWriter(file, fieldnames, **kwargs)`` whose cells are neutralised."""
     return _SafeDictWriter(csv.DictWriter(file, fieldnames=fieldnames, **kwargs))

@@ -16,11 +16,21 @@ CLINICIAN, RESEARCHER, ADMIN = "clinician", "researcher", "admin"
 ROLES = (CLINICIAN, RESEARCHER, ADMIN)
 
 
+#: The user's role groups, kept on the user object: a request asks several times (the sign-in
+#: rules, the view's role check, the navigation bar) and the answer is one query.
+_GROUPS_CACHE = "_mentalbench_role_groups"
+
+
 def roles_of(user) -> set[str]:
-    """The user's roles, in one query; staff accounts are admins whatever their groups."""
+    """The user's roles, in one query per user object; staff accounts are admins whatever
+    their groups. role_add forgets the kept answer."""
     if not user.is_authenticated:
         return set()
-    roles = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    groups = getattr(user, _GROUPS_CACHE, None)
+    if groups is None:
+        groups = frozenset(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+        setattr(user, _GROUPS_CACHE, groups)
+    roles = set(groups)
     if user.is_staff:
         roles.add(ADMIN)
     return roles
@@ -72,6 +82,8 @@ def role_add(*, user, role: str) -> None:
         raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
     group, _ = Group.objects.get_or_create(name=role)
     user.groups.add(group)
+    if hasattr(user, _GROUPS_CACHE):
+        delattr(user, _GROUPS_CACHE)
 
 
 class AuthenticatedHttpRequest(HttpRequest):

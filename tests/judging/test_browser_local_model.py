@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from annotation.models import Rating
 from judging import local_model, services
 from judging.models import Run
 from tests.conftest import SCREENSHOTS
+from tests.second_factor import totp_code, totp_enrol
 
 pytestmark = [
     pytest.mark.browser,
@@ -36,10 +38,16 @@ def test_newcomer_launches_a_judge_run_on_the_demo_study_and_sees_it_finish(
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
+    # The demo admin signs in with a second factor (required of admins): the tests' TOTP.
+    totp_enrol(get_user_model().objects.get(username="admin"))
     page.goto("/accounts/login/")
     page.fill("#id_login", "admin")
     page.fill("#id_password", os.environ.get("DEMO_PASSWORD", "mentalbench-demo"))
     page.click("button[type=submit]")
+    page.wait_for_url("**/accounts/2fa/authenticate/**")
+    page.fill("input[name=code]", totp_code())
+    with page.expect_navigation():
+        page.click("main button[type=submit]")
     page.goto("/judging/")
     page.click("text=New judge run")
     page.select_option("#id_study", label="Demo study")
