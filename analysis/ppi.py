@@ -145,9 +145,7 @@ def ppi_mean_cells(
     ``y``/``f``/``cell`` are the labelled observations (clinician mean, judge score, cell
     code), ``f_unlabelled``/``cell_unlabelled`` the judge scores of unlabelled conversations.
     """
-    z_value(alpha)
-    if interval not in INTERVALS:
-        raise ValueError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
+    quantiles(alpha, 2, interval)  # a bad alpha or interval fails here, before any work
     y, f = _floats(y, "y"), _floats(f, "f")
     fu = _floats(f_unlabelled, "f_unlabelled")
     g = _codes(cell, n_cells, "cell")
