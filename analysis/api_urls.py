@@ -4,7 +4,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.routers import DefaultRouter
 
 from . import api
-from .judge_assisted_api import JudgeAssistedView
+from .judge_assisted.api import JudgeAssistedView
 
 router = DefaultRouter()
 router.register("studies", api.StudyViewSet, basename="study")

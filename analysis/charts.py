@@ -28,11 +28,14 @@ FIGURE2_ORDER = (
 
 
 def figure2_order(attributes: Sequence[str]) -> list[str]:
+    """The attributes in the paper's Figure 2 order, any others after them as given."""
     known = [a for a in FIGURE2_ORDER if a in attributes]
     return known + [a for a in attributes if a not in known]
 
 
-def _records(df: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
+def chart_records(df: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of ``df`` (only ``columns``) as a Vega-Lite ``data.values`` list: NaN and
+    infinities become None (JSON null), because JSON has no NaN."""
     out = []
     for row in df[list(columns)].to_dict("records"):
         out.append(
@@ -61,7 +64,7 @@ def heatmap(
         "scale": {"domain": [0, 1], "scheme": "orangered" if width else "blues"},
     }
     label = {"field": field, "type": "quantitative", "format": ".2f"}
-    return _base(title, _records(reliability, ["judge", "attribute", field, "status"])) | {
+    return _base(title, chart_records(reliability, ["judge", "attribute", field, "status"])) | {
         "height": {"step": 36},
         "encoding": {
             "x": {"field": "attribute", "type": "nominal", "sort": order, "title": None},
@@ -107,7 +110,7 @@ def forest_domain(reliability: pd.DataFrame) -> list[float]:
 def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict[str, Any]:
     """ICC(C,1) point and 95 % bootstrap CI per judge × attribute, GR/MR/PR as colour."""
     order = figure2_order(attributes)
-    values = _records(
+    values = chart_records(
         reliability, ["judge", "attribute", "icc_c1", "ci_low", "ci_high", "ci_width", "status"]
     )
     y = {"field": "attribute", "type": "nominal", "sort": order, "title": None}
@@ -168,7 +171,7 @@ def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict[str, An
 
 def bias_bars(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict[str, Any]:
     """Signed bias (judge − human, on responder means) per attribute, a bar per judge."""
-    values = _records(reliability, ["judge", "attribute", "bias", "human_mean", "judge_mean"])
+    values = chart_records(reliability, ["judge", "attribute", "bias", "human_mean", "judge_mean"])
     return _base("Bias: judge mean − human mean (1–5 scale)", values) | {
         "mark": "bar",
         "height": 220,
@@ -192,7 +195,7 @@ def human_vs_judges(ranking: pd.DataFrame) -> dict[str, Any]:
     """Paper Figure 4: per responder, the mean over attributes from the human reference and
     from each judge, responders sorted by the human mean."""
     human = ranking[ranking["rater"] == "human"].sort_values("Avg", ascending=False)
-    values = _records(ranking, ["rater", "responder", "Avg"])
+    values = chart_records(ranking, ["rater", "responder", "Avg"])
     return _base("Human reference vs each judge, per responder (mean of 7 attributes)", values) | {
         "mark": "bar",
         "height": 240,
@@ -231,7 +234,7 @@ def status_thresholds() -> str:
 def max_repetition_bars(repetition: pd.DataFrame) -> dict[str, Any]:
     """Distortion runs: share of items whose most repeated label appears in r of N runs,
     one bar group per configuration ([CD] Figure 2)."""
-    values = _records(repetition, ["configuration", "max_repetition", "proportion", "items"])
+    values = chart_records(repetition, ["configuration", "max_repetition", "proportion", "items"])
     spec = _base("Maximum repetition of any label across runs (Figure 2)", values)
     spec.update(
         {

@@ -52,8 +52,9 @@ def _needed(se: pd.Series, n: pd.Series, target: pd.Series | float, z: float) ->
 def planner_table(
     estimates: pd.DataFrame, *, target_half_width: float = 0.10, alpha: float = 0.05
 ) -> pd.DataFrame:
-    """One row per row of a judge-assisted means table (analysis.judge_assisted.means_table):
-    labelled conversations needed for ``target_half_width`` with and without judges."""
+    """One row per row of a judge-assisted means table
+    (analysis.judge_assisted.estimator.means_table): labelled conversations needed for
+    ``target_half_width`` with and without judges."""
     if not target_half_width > 0:
         raise ValueError(f"the target half-width must be positive, got {target_half_width}")
     z = z_value(alpha)
@@ -61,9 +62,9 @@ def planner_table(
 
 
 def separation_table(differences: pd.DataFrame, *, alpha: float = 0.05) -> pd.DataFrame:
-    """Per responder pair × attribute (analysis.judge_assisted.differences_table): labelled
-    conversations needed for the difference's CI to exclude 0, i.e. half-width < |estimate|
-    (at the difference measured so far)."""
+    """Per responder pair × attribute (analysis.judge_assisted.estimator.differences_table):
+    labelled conversations needed for the difference's CI to exclude 0, i.e. half-width <
+    |estimate| (at the difference measured so far)."""
     z = z_value(alpha)
     target = differences["estimate"].abs().where(differences["estimate"] != 0)
     return _plan(differences, target, z, ["responder_a", "responder_b", "attribute"])
@@ -298,9 +299,9 @@ def icc_lever_table(
     seed: int = 0,
 ) -> pd.DataFrame:
     """:func:`icc_lever` per attribute from the wide Y/f frames of
-    analysis.judge_assisted.cell_arrays (rows (conversation, attribute), columns responders):
-    every conversation with both a clinician and a judge score counts, labelled or not — the
-    reliability question is about the judges, not about a clinician budget."""
+    analysis.judge_assisted.estimator.cell_arrays (rows (conversation, attribute), columns
+    responders): every conversation with both a clinician and a judge score counts, labelled or
+    not — the reliability question is about the judges, not about a clinician budget."""
     rows = []
     for attribute in attributes:
         if attribute not in y.index.get_level_values("attribute"):

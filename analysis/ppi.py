@@ -124,7 +124,9 @@ def _floats(values: ArrayLike, name: str) -> FloatArray:
     return arr
 
 
-def _sums(codes: IntArray, values: FloatArray, n_cells: int) -> FloatArray:
+def cell_sums(codes: IntArray, values: FloatArray, n_cells: int) -> FloatArray:
+    """Per cell, the sum of ``values`` over the observations coded to it (one bincount pass;
+    a cell without observations sums to 0). ``codes`` must lie in 0..n_cells-1."""
     return np.asarray(np.bincount(codes, weights=values, minlength=n_cells), dtype=np.float64)
 
 
@@ -156,16 +158,18 @@ def ppi_mean_cells(
     n = np.bincount(g, minlength=n_cells)
     big_n = np.bincount(gu, minlength=n_cells)
     with np.errstate(invalid="ignore", divide="ignore"):
-        my = _sums(g, y, n_cells) / n
-        mf = _sums(g, f, n_cells) / n
-        mfu = _sums(gu, fu, n_cells) / big_n
+        my = cell_sums(g, y, n_cells) / n
+        mf = cell_sums(g, f, n_cells) / n
+        mfu = cell_sums(gu, fu, n_cells) / big_n
         dy, df_ = y - my[g], f - mf[g]
-        var_y0 = _sums(g, dy * dy, n_cells) / n
-        cov0 = _sums(g, dy * df_, n_cells) / n
+        var_y0 = cell_sums(g, dy * dy, n_cells) / n
+        cov0 = cell_sums(g, dy * df_, n_cells) / n
         # var₁ of the labelled and unlabelled judge scores pooled, around the pooled mean.
         total = n + big_n
-        m_all = (_sums(g, f, n_cells) + _sums(gu, fu, n_cells)) / total
-        ss_all = _sums(g, (f - m_all[g]) ** 2, n_cells) + _sums(gu, (fu - m_all[gu]) ** 2, n_cells)
+        m_all = (cell_sums(g, f, n_cells) + cell_sums(gu, fu, n_cells)) / total
+        ss_all = cell_sums(g, (f - m_all[g]) ** 2, n_cells) + cell_sums(
+            gu, (fu - m_all[gu]) ** 2, n_cells
+        )
         var_all1 = ss_all / (total - 1)
         denom = (1.0 + n / big_n) * var_all1
         lam = np.where((big_n > 0) & (denom > 0), cov0 / np.where(denom > 0, denom, 1.0), 0.0)
@@ -173,15 +177,15 @@ def ppi_mean_cells(
 
         estimate = my + lam * (np.where(big_n > 0, mfu, 0.0) - mf)
         dfu = fu - mfu[gu]
-        var_fu0 = np.where(big_n > 0, _sums(gu, dfu * dfu, n_cells) / np.maximum(big_n, 1), 0.0)
+        var_fu0 = np.where(big_n > 0, cell_sums(gu, dfu * dfu, n_cells) / np.maximum(big_n, 1), 0.0)
         resid = dy - lam[g] * df_  # Y − λf, centred per cell
-        var_r0 = _sums(g, resid * resid, n_cells) / n
+        var_r0 = cell_sums(g, resid * resid, n_cells) / n
         if interval == "t":  # sample variances: divide the sums of squares by count − 1
             var_fu0 = var_fu0 * big_n / np.maximum(big_n - 1, 1)
             var_r0, var_y0 = var_r0 * n / (n - 1), var_y0 * n / (n - 1)
         se = np.sqrt(lam**2 * var_fu0 / np.maximum(big_n, 1) + var_r0 / n)
         se_c = np.sqrt(var_y0 / n)
-        judge_only = (_sums(g, f, n_cells) + _sums(gu, fu, n_cells)) / total
+        judge_only = (cell_sums(g, f, n_cells) + cell_sums(gu, fu, n_cells)) / total
 
     ok = n >= 2  # one labelled observation has no variance: no interval at all
     nan = np.full(n_cells, np.nan)
@@ -297,10 +301,10 @@ def crossppi_mean_cells(
     per_fold = np.bincount(group, minlength=n_groups).reshape(n_cells, n_folds)
     with np.errstate(invalid="ignore", divide="ignore"):
         resid = pred - y
-        m_r = _sums(g, resid, n_cells) / n
-        m_u = _sums(gu, pred_u, n_cells) / big_n
-        var_r = _sums(g, (resid - m_r[g]) ** 2, n_cells) / n
-        var_u = _sums(gu, (pred_u - m_u[gu]) ** 2, n_cells) / big_n
+        m_r = cell_sums(g, resid, n_cells) / n
+        m_u = cell_sums(gu, pred_u, n_cells) / big_n
+        var_r = cell_sums(g, (resid - m_r[g]) ** 2, n_cells) / n
+        var_u = cell_sums(gu, (pred_u - m_u[gu]) ** 2, n_cells) / big_n
         estimate = m_u - m_r
         se = np.sqrt(var_u / big_n + var_r / n)
     ok = (per_fold.min(axis=1) >= 2) & (big_n > 0)
@@ -371,20 +375,20 @@ def ipw_mean_cells(
     n = np.bincount(g, minlength=n_cells)
     n_lab = np.bincount(g[xi], minlength=n_cells)
     with np.errstate(invalid="ignore", divide="ignore"):
-        da = a - (_sums(g, a, n_cells) / n)[g]
-        db = b - (_sums(g, b, n_cells) / n)[g]
+        da = a - (cell_sums(g, a, n_cells) / n)[g]
+        db = b - (cell_sums(g, b, n_cells) / n)[g]
         if lam is None:
-            var_a = _sums(g, da * da, n_cells) / n
-            cov_ab = _sums(g, da * db, n_cells) / n
+            var_a = cell_sums(g, da * da, n_cells) / n
+            cov_ab = cell_sums(g, da * db, n_cells) / n
             lams = np.clip(
                 np.where(var_a > 0, -cov_ab / np.where(var_a > 0, var_a, 1.0), 0.0), 0, 1
             )
         else:
             lams = np.full(n_cells, float(lam))
         t = lams[g] * a + b
-        estimate = _sums(g, t, n_cells) / n
+        estimate = cell_sums(g, t, n_cells) / n
         dt = t - estimate[g]
-        se = np.sqrt(_sums(g, dt * dt, n_cells) / n / n)
+        se = np.sqrt(cell_sums(g, dt * dt, n_cells) / n / n)
     ok = n_lab >= 2
     estimate, se, lams = (np.where(ok, v, np.nan) for v in (estimate, se, lams))
     return IpwEstimates(

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from . import views
-from .judge_assisted_views import judge_assisted_dashboard
+from .judge_assisted.views import judge_assisted_dashboard
 from .release_views import release_download, release_page
 
 app_name = "analysis"

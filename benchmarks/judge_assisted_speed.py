@@ -39,8 +39,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from analysis import judge_assisted as ja
-    from analysis.judge_assisted_selectors import judge_names
+    from analysis.judge_assisted import estimator as ja
+    from analysis.judge_assisted.selectors import judge_names
     from analysis.selectors import Filters, attribute_names, exclusions_for, scores_frame
     from annotation.models import Study
 

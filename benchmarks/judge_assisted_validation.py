@@ -7,7 +7,7 @@ Imports the released workbooks (../shared/data/mentalalign70k or $MENTALBENCH_SH
 ``<judge>_llm_judge.xlsx`` found there) into a fresh database (mentalbench_bench_ppi, dropped
 and recreated), loads Y/f through the selector of `manage.py judge_assisted`
 (``judge_assisted_arrays``) and, per replicate, replaces only the clinicians' sample before
-calling the command's own table (``analysis.judge_assisted.means_table``): no second
+calling the command's own table (``analysis.judge_assisted.estimator.means_table``): no second
 implementation of the estimator. Clinicians rated every conversation, so the full-data clinician
 mean of each responder × attribute (over the responses that have clinician and judge scores:
 the command's own default-mode estimate) is the truth each interval is checked against.
@@ -82,7 +82,7 @@ def shipped_coverage(arrays, attributes, judges, design: str, reps: int, seed: i
 
     import pandas as pd
 
-    from analysis import judge_assisted
+    from analysis.judge_assisted import estimator as judge_assisted
 
     full = judge_assisted.means_table(arrays, judges=judges, attributes=attributes)
     truth = full.set_index(["responder", "attribute"])["clinician_only_estimate"]
@@ -323,7 +323,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from analysis.judge_assisted_selectors import judge_assisted_arrays, judge_names
+    from analysis.judge_assisted.selectors import judge_assisted_arrays, judge_names
     from analysis.selectors import attribute_names
     from annotation.models import Study
 
@@ -359,7 +359,7 @@ def main() -> None:
 def experiments(study, attributes, choices, args) -> None:
     """The research runs behind docs/judge-assisted.md's cross-fitting, active-selection and
     ICC-lever sections (library functions, not the command's estimator)."""
-    from analysis.judge_assisted_selectors import judge_assisted_arrays
+    from analysis.judge_assisted.selectors import judge_assisted_arrays
 
     choices = [c for c in choices if len(c) == 1][:2] + [
         tuple(sorted({j for c in choices for j in c}))

@@ -160,8 +160,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from analysis import judge_assisted_selectors as jas
     from analysis import reports, selectors
+    from analysis.judge_assisted import selectors as jas
     from annotation.models import Score, Study
     from benchmarks import export_floor
 
@@ -208,7 +208,7 @@ def main() -> None:
          f" — {bundle[0] / selector[0]:.1f}× the selector's read; target < 3 s")  # fmt: skip
     assisted = median_of(lambda: jas.judge_assisted_report(study=study, judges=judges), args.runs)
     codes = jas.judge_assisted_codes(study=study, judges=judges)
-    from analysis import judge_assisted as ja
+    from analysis.judge_assisted import estimator as ja
 
     def in_memory():
         arrays = ja.cell_arrays(codes, judges=judges, attributes=attributes, exclusions=exclusions)

@@ -41,7 +41,7 @@ def means_ratios(
     pilot: int, target: float, rng: np.random.Generator,
 ) -> pd.DataFrame:  # fmt: skip
     """Predicted ÷ realised half-width per cell and method, for one random labelling order."""
-    from analysis import judge_assisted as ja
+    from analysis.judge_assisted import estimator as ja
     from analysis.planner import planner_table
     from analysis.ppi import z_value
 
@@ -139,8 +139,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from analysis.judge_assisted import cell_arrays
-    from analysis.judge_assisted_selectors import judge_assisted_codes, judge_names
+    from analysis.judge_assisted.estimator import cell_arrays
+    from analysis.judge_assisted.selectors import judge_assisted_codes, judge_names
     from analysis.selectors import attribute_names, exclusions_for
     from annotation.models import Study
 

@@ -13,8 +13,8 @@ from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from analysis import judge_assisted
-from analysis.judge_assisted_selectors import judge_assisted_arrays
+from analysis.judge_assisted import estimator as judge_assisted
+from analysis.judge_assisted.selectors import judge_assisted_arrays
 from analysis.selectors import attribute_names
 from annotation.models import Rating, Responder, Score
 
@@ -246,7 +246,7 @@ def test_table_format_is_readable(small_study):
 def test_codes_factorised_once_serve_every_judge_choice_like_the_frame(small_study):
     """The integer codes (built once by the selector) give the same Y/f arrays and tables as
     the string frame, for each judge choice and a labelled subset, from one factorisation."""
-    from analysis.judge_assisted_selectors import judge_assisted_codes
+    from analysis.judge_assisted.selectors import judge_assisted_codes
     from analysis.selectors import Filters, exclusions_for, scores_frame
 
     study = small_study.study
@@ -276,7 +276,7 @@ def test_adjacent_separations_follow_the_difference_intervals_and_plan(small_stu
     minus lower), the ranking's separated flag, and the separation planner's figures: a
     separated pair needs no more conversations with judges, an unseparated one does."""
     from analysis import planner
-    from analysis.judge_assisted_selectors import conversation_external_ids, judge_assisted_report
+    from analysis.judge_assisted.selectors import conversation_external_ids, judge_assisted_report
 
     study = small_study.study
     labelled = sorted(conversation_external_ids(study=study))[::2]

@@ -143,8 +143,7 @@ def test_a_new_target_replans_from_the_cached_estimates(small_study, researcher_
     from django.test.utils import CaptureQueriesContext
 
     from analysis import planner
-    from analysis.judge_assisted_selectors import judge_assisted_report
-    from analysis.judge_assisted_views import _labelled
+    from analysis.judge_assisted.selectors import judge_assisted_report, labelled_share
 
     url, study = _url(small_study.study), small_study.study
     with CaptureQueriesContext(connection) as first:
@@ -155,7 +154,7 @@ def test_a_new_target_replans_from_the_cached_estimates(small_study, researcher_
     assert len(second) < len(first) - 3
     assert "for a half-width of 0.05" in html
     fresh = judge_assisted_report(
-        study=study, judges=["judge-x", "judge-y"], labelled=_labelled(study, 50),
+        study=study, judges=["judge-x", "judge-y"], labelled=labelled_share(study=study, share=50),
         target_half_width=0.05,
     )  # fmt: skip
     expected = fresh.planner[["more_clinician_only", "more_judge_assisted"]]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import judge_assisted as ja
 from analysis import planner
-from analysis.judge_assisted_selectors import judge_assisted_codes
+from analysis.judge_assisted import estimator as ja
+from analysis.judge_assisted.selectors import judge_assisted_codes
 from analysis.ppi import z_value
 from analysis.selectors import attribute_names, exclusions_for
 

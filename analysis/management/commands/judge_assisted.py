@@ -7,8 +7,8 @@ from typing import Any
 from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from analysis import judge_assisted
-from analysis.judge_assisted_selectors import (
+from analysis.judge_assisted import estimator
+from analysis.judge_assisted.selectors import (
     DESIGNS,
     JudgeAssistedInputError,
     conversation_external_ids,
@@ -17,7 +17,7 @@ from analysis.judge_assisted_selectors import (
 from analysis.management.lookup import study_get_or_error
 from annotation.csvsafe import frame_csv
 
-TABLE_COLUMNS = (*judge_assisted.CONTRACT_COLUMNS, "ratings_saved")
+TABLE_COLUMNS = (*estimator.CONTRACT_COLUMNS, "ratings_saved")
 
 
 def _labelled_ids(path: str, known: set[str]) -> set[str]:
@@ -107,8 +107,8 @@ class Command(BaseCommand):
             self.stderr.write(f"warning: {row.responder} × {row.attribute}: {row.warning}")
         if options["format"] == "csv":
             columns = [
-                *judge_assisted.CONTRACT_COLUMNS,
-                *(c for c in table.columns if c not in judge_assisted.CONTRACT_COLUMNS),
+                *estimator.CONTRACT_COLUMNS,
+                *(c for c in table.columns if c not in estimator.CONTRACT_COLUMNS),
             ]
             # Python's float repr round-trips: full precision, no float_format truncation.
             self.stdout.write(frame_csv(table[columns]), ending="")

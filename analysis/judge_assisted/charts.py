@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.charts import SCHEMA, _records, figure2_order
+from analysis.charts import SCHEMA, chart_records, figure2_order
 
 METHOD_COLOURS = {"clinician only": "#6b7280", "judge-assisted": "#1f5fa8"}
 
@@ -26,7 +26,7 @@ def forest_means(means: pd.DataFrame, attributes: Sequence[str]) -> dict[str, An
         }
     )[["responder", "attribute", "method", "estimate_c", "ci_low_c", "ci_high_c"]]
     clinician.columns = assisted.columns
-    values = _records(pd.concat([clinician, assisted]), list(assisted.columns))
+    values = chart_records(pd.concat([clinician, assisted]), list(assisted.columns))
     y = {"field": "responder", "type": "nominal", "title": None}
     offset = {"field": "method", "type": "nominal"}
     colour = {
@@ -104,7 +104,7 @@ def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict[str,
     )
     last = ranking["place"] == ranking.groupby("attribute")["place"].transform("max")
     label = label.where(label.notna(), np.where(last, "last place", "no interval"))
-    values = _records(
+    values = chart_records(
         ranking.assign(separation=label),
         ["attribute", "place", "responder", "estimate", "ci_low", "ci_high", "separation"],
     )

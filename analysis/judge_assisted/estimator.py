@@ -238,11 +238,10 @@ def _nonresponse(
     from scipy import special  # lazily, and not scipy.stats: see analysis.ppi.z_value
 
     def moments(values: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, ...]:
-        count = np.bincount(cells, minlength=n).astype(float)
-        total = np.bincount(cells, weights=values, minlength=n)
+        count = ppi.cell_sums(cells, np.ones(values.shape), n)
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean = total / count
-            ss = np.bincount(cells, weights=(values - mean[cells]) ** 2, minlength=n)
+            mean = ppi.cell_sums(cells, values, n) / count
+            ss = ppi.cell_sums(cells, (values - mean[cells]) ** 2, n)
             return count, mean, ss / (count - 1)
 
     n_l, m_l, v_l = moments(f_lab, cell_lab)

@@ -20,14 +20,14 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from analysis import planner
-from analysis.judge_assisted_charts import forest_means, ranking_chart
-from analysis.judge_assisted_selectors import (
+from analysis.judge_assisted.charts import forest_means, ranking_chart
+from analysis.judge_assisted.selectors import (
     JudgeAssistedInputError,
     JudgeAssistedReport,
-    conversation_external_ids,
     judge_assisted_arrays,
     judge_assisted_report,
     judge_names,
+    labelled_share,
 )
 from analysis.selectors import attribute_names, ratings_version
 from annotation.models import Study
@@ -72,17 +72,6 @@ class JudgeAssistedForm(forms.Form):
     def __init__(self, *args: Any, judges: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         cast(forms.ChoiceField, self.fields["judge"]).choices = [(j, j) for j in judges]
-
-
-def _labelled(study: Study, share: int) -> set[str] | None:
-    """A seeded random share of the conversations, to show what a smaller clinician budget
-    would give; None means the study's design (its clinician sample, else every
-    clinician-rated conversation)."""
-    if share >= 100:
-        return None
-    ids = sorted(conversation_external_ids(study=study))
-    k = max(2, round(len(ids) * share / 100))
-    return set(np.random.default_rng(0).choice(ids, size=k, replace=False).tolist())
 
 
 #: Columns that count something: shown as integers ("1018", never "1018.0").
@@ -130,10 +119,10 @@ def _report(
     key = _cache_key("report", study, version, "|".join(judges), share, design)
     report: JudgeAssistedReport | None = cache.get(key)
     if report is None:
+        labelled = labelled_share(study=study, share=share)
         report = judge_assisted_report(
-            study=study, judges=judges, labelled=_labelled(study, share), alpha=ALPHA,
-            target_half_width=target,
-        )  # fmt: skip
+            study=study, judges=judges, labelled=labelled, alpha=ALPHA, target_half_width=target
+        )
         cache.set(key, report, timeout=CACHE_SECONDS)
         return report
     return replace(

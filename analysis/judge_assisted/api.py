@@ -27,7 +27,7 @@ from rest_framework.views import APIView
 from analysis.api import MAX_JUDGES, IsResearcher
 from analysis.api_contract import ContractMixin
 from analysis.api_params import FlagParam, NameParam, NumberParam, QuerySerializer
-from analysis.judge_assisted_selectors import JudgeAssistedInputError, judge_assisted_report
+from analysis.judge_assisted.selectors import JudgeAssistedInputError, judge_assisted_report
 from annotation.models import Study
 
 

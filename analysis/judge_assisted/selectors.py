@@ -1,15 +1,17 @@
 """Reads for the judge-assisted estimates: a study's scores as the Y/f arrays of
-analysis.judge_assisted."""
+analysis.judge_assisted.estimator."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from analysis import judge_assisted, planner
-from analysis.judge_assisted import CellArrays, ScoreCodes, cell_arrays, score_codes
+from analysis import planner
+from analysis.judge_assisted import estimator
+from analysis.judge_assisted.estimator import CellArrays, ScoreCodes, cell_arrays, score_codes
 from analysis.selectors import Filters, attribute_names, exclusions_for, scores_frame
 from annotation.models import Conversation, Rater, Study
 from annotation.selectors import clinician_sample_current, clinician_sample_external_ids
@@ -30,7 +32,7 @@ def conversation_external_ids(*, study: Study) -> set[str]:
 
 def judge_assisted_codes(*, study: Study, judges: Sequence[str]) -> ScoreCodes:
     """The study's clinician scores and ``judges``' scores as integer codes, factorised once:
-    hand them to analysis.judge_assisted.cell_arrays for every table built from them."""
+    hand them to analysis.judge_assisted.estimator.cell_arrays for every table built from them."""
     return score_codes(scores_frame(study=study, filters=Filters(judges=tuple(judges))))
 
 
@@ -85,6 +87,18 @@ def labelled_design(*, study: Study, design: str = "stored") -> tuple[set[str] |
     return clinician_sample_external_ids(sample=sample), sample.describe()
 
 
+def labelled_share(*, study: Study, share: int) -> set[str] | None:
+    """A seeded random share (percent) of the study's conversations, to show what a smaller
+    clinician budget would give; None for 100 or more: the study's design (its clinician
+    sample, else every clinician-rated conversation). The seed is fixed so that the same share
+    picks the same conversations every time: a cached report and a fresh one agree."""
+    if share >= 100:
+        return None
+    ids = sorted(conversation_external_ids(study=study))
+    k = max(2, round(len(ids) * share / 100))
+    return set(np.random.default_rng(0).choice(ids, size=k, replace=False).tolist())
+
+
 def judge_assisted_report(
     *,
     study: Study,
@@ -125,16 +139,16 @@ def judge_assisted_report(
         described = f"{len(set(labelled))} listed conversations"
     attributes = attribute_names(study=study)
     arrays = judge_assisted_arrays(study=study, judges=judges, labelled=labelled)
-    means = judge_assisted.means_table(arrays, judges=judges, attributes=attributes, alpha=alpha)
+    means = estimator.means_table(arrays, judges=judges, attributes=attributes, alpha=alpha)
     if means.empty or not (means["n_labelled"] > 0).any():
         raise JudgeAssistedInputError(
             f"study {study.name!r} has no conversation with both clinician scores and "
             f"scores by {' + '.join(judges)}"
         )
-    differences = judge_assisted.differences_table(
+    differences = estimator.differences_table(
         arrays, judges=judges, attributes=attributes, alpha=alpha
     )
-    ranking = judge_assisted.ranking_table(means, differences, alpha=alpha)
+    ranking = estimator.ranking_table(means, differences, alpha=alpha)
     separations = planner.separation_table(differences, alpha=alpha)
     levers = None
     if icc_lever:
@@ -146,7 +160,7 @@ def judge_assisted_report(
         differences=differences,
         ranking=ranking,
         planner=planner.planner_table(means, target_half_width=target_half_width, alpha=alpha),
-        adjacent=judge_assisted.adjacent_separations(ranking, differences, separations),
+        adjacent=estimator.adjacent_separations(ranking, differences, separations),
         separations=separations,
         icc_levers=levers,
         design=described,
