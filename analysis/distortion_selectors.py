@@ -1,7 +1,7 @@
 """Reads for the distortion dashboards: LabelAnnotations → arrays → analysis.distortions.
 
 One selector loads a study's labelling runs and clinician labels with a few queries and hands
-plain lists to the pure functions of analysis/distortions.py (statistics stay pure: see
+plain lists to the pure functions of analysis/distortions/ (statistics stay pure: see
 docs/architecture.md). A *configuration* is one labelling run (endpoint × temperature × the
 study's prompt scheme, N repeats).
 """
@@ -15,7 +15,17 @@ from typing import cast
 
 import pandas as pd
 
-from analysis import distortions
+from analysis.distortions.consensus import Consensus, consensus_for_items, label_distribution_table
+from analysis.distortions.consistency import (
+    PerLabelFleiss,
+    RepetitionDistribution,
+    fleiss_table,
+    max_repetition_distribution,
+    per_label_fleiss,
+)
+from analysis.distortions.evaluation import ClinicianAgreement, clinician_agreement
+from analysis.distortions.labels import AMBIGUOUS_LABELS, DEFAULT_K, DEFAULT_N, Scheme
+from analysis.distortions.splits import stratified_split
 from analysis.pseudonyms import RaterLabels
 from annotation.models import Conversation, LabelAnnotation, Rater, Study
 from annotation.selectors import study_distortion_labels
@@ -41,7 +51,7 @@ def config_name(run: Run) -> str:
 
 def default_k(n: int) -> int:
     """4 of 5 as in the paper (§4.1); the same share, rounded up, for another N."""
-    return distortions.DEFAULT_K if n == distortions.DEFAULT_N else max(1, math.ceil(0.8 * n))
+    return DEFAULT_K if n == DEFAULT_N else max(1, math.ceil(0.8 * n))
 
 
 @dataclass
@@ -53,9 +63,9 @@ class Configuration:
     conversation_ids: list[int]
     runs_by_item: list[list[list[str] | None]]
     others_verbatim: dict[str, int]
-    repetition: distortions.RepetitionDistribution | None = None
-    fleiss: distortions.PerLabelFleiss | None = None
-    consensus: list[distortions.Consensus] = field(default_factory=list)
+    repetition: RepetitionDistribution | None = None
+    fleiss: PerLabelFleiss | None = None
+    consensus: list[Consensus] = field(default_factory=list)
 
 
 def _runs_by_item(
@@ -134,7 +144,7 @@ class DistortionReport:
         results = {c.name: c.fleiss for c in self.configurations if c.fleiss is not None}
         if not results:
             return pd.DataFrame(columns=["label"])
-        table = distortions.fleiss_table(results)
+        table = fleiss_table(results)
         return table.rename_axis("label").reset_index()
 
     def _table_consensus(self) -> pd.DataFrame:
@@ -152,13 +162,13 @@ class DistortionReport:
         final = {c.name: c.consensus for c in self.configurations if c.consensus}
         if not final:
             return pd.DataFrame(columns=["label"])
-        table = distortions.label_distribution_table(final, labels=self.labels)
+        table = label_distribution_table(final, labels=self.labels)
         table.columns = [f"{config} {value}" for config, value in table.columns]
         return table.rename_axis("label").reset_index()
 
     def _agreements(
         self,
-    ) -> Iterator[tuple[Configuration, str, distortions.ClinicianAgreement]]:
+    ) -> Iterator[tuple[Configuration, str, ClinicianAgreement]]:
         for c in self.configurations:
             if not c.consensus:
                 continue
@@ -169,7 +179,7 @@ class DistortionReport:
                 yield (
                     c,
                     clinician,
-                    distortions.clinician_agreement(c.consensus, theirs, labels=self.labels),
+                    clinician_agreement(c.consensus, theirs, labels=self.labels),
                 )
 
     def _table_agreement(self) -> pd.DataFrame:
@@ -229,8 +239,8 @@ def distortion_report(*, study: Study, k: int | None = None) -> DistortionReport
         configurations=[],
         clinicians=clinician_labels(study=study),
     )
-    # The field's choices are exactly distortions.Scheme's values.
-    scheme = cast(distortions.Scheme, study.label_scheme)
+    # The field's choices are exactly the values of analysis.distortions.labels.Scheme.
+    scheme = cast(Scheme, study.label_scheme)
     for run in labelling_runs(study=study):
         runs_by_item, others = _runs_by_item(run, ids)
         n = run.repeats
@@ -244,9 +254,9 @@ def distortion_report(*, study: Study, k: int | None = None) -> DistortionReport
             others_verbatim=others,
         )
         if ids:
-            config.repetition = distortions.max_repetition_distribution(runs_by_item)
-            config.fleiss = distortions.per_label_fleiss(runs_by_item, labels=labels)
-            config.consensus = distortions.consensus_for_items(
+            config.repetition = max_repetition_distribution(runs_by_item)
+            config.fleiss = per_label_fleiss(runs_by_item, labels=labels)
+            config.consensus = consensus_for_items(
                 runs_by_item, k=config.k, n=n, labels=labels, scheme=scheme
             )
         report.configurations.append(config)
@@ -262,7 +272,7 @@ def consensus_export_rows(
     if config is None:
         raise ValueError("no such labelling run in this study")
     finals = [c.labels for c in config.consensus]
-    splits = distortions.stratified_split(finals, seed=seed) if finals else []
+    splits = stratified_split(finals, seed=seed) if finals else []
     header = ["item", "text", "labels", "dominant", "rule", "ambiguous", "split"]
     rows = [
         [
@@ -271,7 +281,7 @@ def consensus_export_rows(
             "; ".join(final.labels),
             final.labels[0] if final.labels else "",
             final.rule,
-            "1" if any(x in distortions.AMBIGUOUS_LABELS for x in final.labels) else "0",
+            "1" if any(x in AMBIGUOUS_LABELS for x in final.labels) else "0",
             split,
         ]
         for (_, external_id, context), final, split in zip(

@@ -24,7 +24,7 @@ from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
-from analysis import reports, stats
+from analysis import reports, rouge
 from analysis.copy_read import RatingScores, packed_rating_scores, plain_columns
 from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
@@ -634,7 +634,7 @@ def rouge_tables(
     if refs.empty:
         return None, None
     models = texts[~texts["is_reference"] & texts["conversation"].isin(refs.index)].copy()
-    models["rouge_l"] = stats.rouge_l(
+    models["rouge_l"] = rouge.rouge_l(
         models["text"].tolist(), refs.loc[models["conversation"]].tolist()
     )
     human = reports.human_reference(df, attributes=attributes)
@@ -656,7 +656,7 @@ def rouge_tables(
     )
     rows = []
     for column in [*attributes, "Avg"]:
-        res = stats.correlation(joined["rouge_l"].to_numpy(), joined[column].to_numpy())
+        res = rouge.correlation(joined["rouge_l"].to_numpy(), joined[column].to_numpy())
         rows.append(
             {
                 "attribute": column,

@@ -7,8 +7,6 @@ No ORM, no pandas: a selector turns rows into arrays, these functions turn array
   Reliable LLM Evaluation" (MentalBench-100k / MentalAlign-70k), §5 (ICC framework), §6,
   Appendices F–H. Reference tables: shared/reference/paper_table{2,3,4}_*.csv.
 - [MB10] MentalBench-10, §3.4.3 (Alignment Factor).
-- [CD] Cognitive-distortion annotation paper, §3.4 and Appendix F (Fleiss' kappa per label),
-  §5.2–5.3 (chance-corrected weighted F1, κ_F1).
 - McGraw & Wong (1996), Psychological Methods 1(1):30–46 — ICC(C,1) and ICC(A,1).
 - Koo & Li (2016), J Chiropr Med 15(2):155–163 — ICC interpretation bands.
 
@@ -21,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import krippendorff
@@ -155,15 +153,6 @@ class RankingResult:
 
 
 @dataclass(frozen=True, slots=True)
-class TTestResult:
-    statistic: float
-    pvalue: float
-    mean_diff: float
-    n: int
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Guidance:
     """Verdict of the paper's reliability guidance matrix with a plain-language sentence."""
 
@@ -185,24 +174,6 @@ class CalibrationResult:
     reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CorrelationResult:
-    pearson_r: float
-    pearson_p: float
-    spearman_rho: float
-    spearman_p: float
-    n: int
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LabelKappas:
-    """Per-label Fleiss' kappa; ``reasons[i]`` explains a NaN in ``values[i]``."""
-
-    values: FloatArray
-    reasons: tuple[str | None, ...] = field(default_factory=tuple)
-
-
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
@@ -216,8 +187,9 @@ def _rng(seed: SeedLike) -> np.random.Generator:
     return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
 
-def _paired(a: ArrayLike, b: ArrayLike) -> tuple[FloatArray, FloatArray]:
-    """Flatten two same-shaped arrays and keep positions where both are finite."""
+def paired_finite(a: ArrayLike, b: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """Flatten two same-shaped arrays and keep the positions where both are finite (the pairs
+    a paired statistic can use). Raises ValueError when the shapes differ."""
     x, y = _as_float(a), _as_float(b)
     if x.shape != y.shape:
         raise ValueError(f"shapes differ: {x.shape} vs {y.shape}")
@@ -515,7 +487,7 @@ def mean_bias(
     Inputs are responder-level means (one per responder); responders missing either mean are
     skipped. ``scale_span`` is max − min of the rating scale (4 on 1–5), so b̃ ∈ [0, 1].
     """
-    h, j = _paired(human_means, judge_means)
+    h, j = paired_finite(human_means, judge_means)
     nan = math.nan
     if h.size == 0:
         return BiasResult(nan, nan, nan, nan, 0, "no responder has both a human and a judge mean")
@@ -530,7 +502,7 @@ def error_metrics(human: ArrayLike, judge: ArrayLike) -> ErrorMetrics:
     definition behind MB100k Table 4 (reproduced to ±0.005). SDs use ddof = 1 over the same
     paired ratings (MB100k Table 16 "rating variability"). NaN pairs are ignored.
     """
-    h, j = _paired(human, judge)
+    h, j = paired_finite(human, judge)
     nan = math.nan
     n = int(h.size)
     if n == 0:
@@ -560,7 +532,7 @@ def alignment_factor(human: ArrayLike, judge: ArrayLike) -> Estimate:
     Arrays of equal shape, typically (N items, A attributes); lower is better. Cells missing
     in either array are left out (so the divisor is the number of paired cells).
     """
-    h, j = _paired(human, judge)
+    h, j = paired_finite(human, judge)
     if h.size == 0:
         return Estimate(math.nan, "no paired ratings")
     return Estimate(float(np.mean(np.abs(j - h))))
@@ -605,7 +577,7 @@ def composite_scores(
 
 
 # --------------------------------------------------------------------------------------------
-# 6. Rankings and paired t-tests  [MB100k Table 2, Tables 9–13; MB10 §4.3]
+# 6. Rankings  [MB100k Table 2, Tables 9–13]
 # --------------------------------------------------------------------------------------------
 
 
@@ -637,26 +609,6 @@ def ranking(means: ArrayLike) -> RankingResult:
     )
     overall = arr.mean(axis=1)
     return RankingResult(ranks, mean_rank, overall, rank_descending(overall))
-
-
-def paired_ttest(a: ArrayLike, b: ArrayLike) -> TTestResult:
-    """Paired t-test of a vs b over the positions both are present (scipy.stats.ttest_rel).
-
-    Use it for two responders over the conversations both were scored on (or two judges over
-    the same items, as MB10 §4.3 does). ``mean_diff`` = mean(a − b).
-    """
-    from scipy import stats as sps  # lazily: scipy.stats costs ~1 s at start-up
-
-    x, y = _paired(a, b)
-    n = int(x.size)
-    nan = math.nan
-    if n < 2:
-        return TTestResult(nan, nan, nan, n, f"need ≥ 2 paired observations, got {n}")
-    d = x - y
-    if np.all(d == d[0]):
-        return TTestResult(nan, nan, float(d[0]), n, "differences are constant: t undefined")
-    res = sps.ttest_rel(x, y)
-    return TTestResult(float(res.statistic), float(res.pvalue), float(d.mean()), n)
 
 
 # --------------------------------------------------------------------------------------------
@@ -718,7 +670,7 @@ def weighted_kappa(
     (e.g. ``labels=range(1, 6)``) so that unused levels still space the weights correctly.
     Pairs with a missing rating are dropped; values outside ``labels`` are dropped too.
     """
-    x, y = _paired(a, b)
+    x, y = paired_finite(a, b)
     if x.size < 2:
         return Estimate(math.nan, f"need ≥ 2 paired ratings, got {x.size}")
     lab = np.unique(np.concatenate([x, y])) if labels is None else np.unique(_as_float(labels))
@@ -829,7 +781,7 @@ def calibrate_affine(
     human scores on the held-out part, ``after`` compares a + b·judge. Undefined when the
     judge's training scores are constant (slope not identifiable) or either part is too small.
     """
-    h, j = _paired(human, judge)
+    h, j = paired_finite(human, judge)
     n = int(h.size)
     nan = math.nan
     if not 0.0 < train_fraction < 1.0:
@@ -865,173 +817,3 @@ def calibrate_affine(
     a = float(ht.mean() - b * jt.mean())
     after = error_metrics(h[te], a + b * j[te])
     return CalibrationResult(a, b, n_train, n_test, before, after)
-
-
-# --------------------------------------------------------------------------------------------
-# 10. ROUGE-L and correlation with clinician scores  [MB10 §1: ROUGE misses therapeutic quality]
-# --------------------------------------------------------------------------------------------
-
-
-def rouge_l(responses: Sequence[str], references: Sequence[str] | str) -> FloatArray:
-    """ROUGE-L F-measure of each response against its reference text (no stemming).
-
-    ``references`` is one string per response or a single string used for all. Missing text
-    (None) gives NaN; an empty text scores 0.
-    """
-    from rouge_score import rouge_scorer  # imported lazily: it pulls in nltk
-
-    refs = [references] * len(responses) if isinstance(references, str) else list(references)
-    if len(refs) != len(responses):
-        raise ValueError(f"{len(responses)} responses but {len(refs)} references")
-    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
-    out = np.full(len(responses), np.nan)
-    for i, (resp, ref) in enumerate(zip(responses, refs, strict=True)):
-        if resp is None or ref is None:
-            continue
-        out[i] = scorer.score(ref, resp)["rougeL"].fmeasure
-    return out
-
-
-def correlation(x: ArrayLike, y: ArrayLike) -> CorrelationResult:
-    """Pearson r and Spearman ρ (with p-values) over positions where both are present."""
-    from scipy import stats as sps  # lazily: scipy.stats costs ~1 s at start-up
-
-    a, b = _paired(x, y)
-    n = int(a.size)
-    nan = math.nan
-    if n < 3:
-        return CorrelationResult(nan, nan, nan, nan, n, f"need ≥ 3 paired values, got {n}")
-    if np.all(a == a[0]) or np.all(b == b[0]):
-        return CorrelationResult(nan, nan, nan, nan, n, "one variable is constant")
-    pr = sps.pearsonr(a, b)
-    sr = sps.spearmanr(a, b)
-    return CorrelationResult(
-        float(pr.statistic), float(pr.pvalue), float(sr.statistic), float(sr.pvalue), n
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# 11. Cognitive-distortion workflow  [CD §3.4, Appendix F, §5.2–5.3]
-# --------------------------------------------------------------------------------------------
-
-
-def _fleiss_from_counts(counts: FloatArray) -> tuple[FloatArray, list[str | None]]:
-    """Fleiss' kappa for a stack of (N, K) count tables: counts has shape (L, N, K)."""
-    n_items = counts.shape[1]
-    per_item = counts.sum(axis=2)  # (L, N) raters per item
-    m = per_item[:, 0] if n_items else np.zeros(counts.shape[0])
-    reasons: list[str | None] = []
-    values = np.full(counts.shape[0], np.nan)
-    for lab in range(counts.shape[0]):
-        if n_items == 0:
-            reasons.append("no items")
-        elif not np.all(per_item[lab] == m[lab]):
-            reasons.append("items have different numbers of raters")
-        elif m[lab] < 2:
-            reasons.append(f"need ≥ 2 raters per item, got {m[lab]:g}")
-        else:
-            reasons.append(None)
-    ok = np.array([r is None for r in reasons])
-    if ok.any():
-        c = counts[ok]
-        mm = m[ok][:, None]
-        p_cat = c.sum(axis=1) / (n_items * mm)  # (L', K)
-        p_item = ((c**2).sum(axis=2) - mm) / (mm * (mm - 1))  # (L', N)
-        p_bar = p_item.mean(axis=1)
-        p_e = (p_cat**2).sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            kap = np.where(p_e < 1.0 - 1e-12, (p_bar - p_e) / (1.0 - p_e), np.nan)
-        values[ok] = kap
-        for pos, lab in enumerate(np.flatnonzero(ok).tolist()):
-            if np.isnan(kap[pos]):
-                reasons[lab] = "every rating falls in one category: kappa undefined"
-    return values, reasons
-
-
-def fleiss_kappa(table: ArrayLike) -> Estimate:
-    """Fleiss' kappa for an items × categories table of counts (each row sums to m raters).
-
-    κ = (P̄ − P_e) / (1 − P_e), P_i = (Σ_c n_ic² − m) / (m(m − 1)), P̄ = mean P_i,
-    P_e = Σ_c p_c², p_c = Σ_i n_ic / (N m)  [CD Appendix F; Fleiss 1971].
-    """
-    arr = _as_float(table)
-    if arr.ndim != 2:
-        raise ValueError(f"expected an (items, categories) table, got shape {arr.shape}")
-    values, reasons = _fleiss_from_counts(arr[None])
-    return Estimate(float(values[0]), reasons[0])
-
-
-def fleiss_kappa_per_label(indicators: ArrayLike) -> LabelKappas:
-    """Per-label Fleiss' kappa across repeated runs, each label as present/absent [CD §3.4].
-
-    Args:
-        indicators: boolean/0-1 array (N items, M runs, L labels): label l assigned to item i
-            in run m. Each label becomes an N×2 table [present count, absent count].
-    """
-    arr = _as_float(indicators)
-    if arr.ndim != 3:
-        raise ValueError(f"expected (items, runs, labels), got shape {arr.shape}")
-    runs = arr.shape[1]
-    present = arr.sum(axis=1).T  # (L, N)
-    counts = np.stack([present, runs - present], axis=2)  # (L, N, 2)
-    values, reasons = _fleiss_from_counts(counts)
-    return LabelKappas(values, tuple(reasons))
-
-
-def weighted_f1(
-    y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None
-) -> Estimate:
-    """Support-weighted F1 (sklearn ``average="weighted"``), multiclass or multilabel.
-
-    1-D inputs are class labels; 2-D inputs are (items, labels) 0/1 indicator matrices. Per
-    class F1 = 2·TP / (2·TP + FP + FN) (0 when undefined), weighted by the class's true
-    support. ``labels`` restricts/orders the classes (multiclass only).
-    """
-    t, p = np.asarray(y_true), np.asarray(y_pred)
-    if t.shape != p.shape:
-        raise ValueError(f"shapes differ: {t.shape} vs {p.shape}")
-    if t.size == 0:
-        return Estimate(math.nan, "no items")
-    if t.ndim == 2:
-        tb, pb = t.astype(bool), p.astype(bool)
-        tp = (tb & pb).sum(axis=0)
-        fp = (~tb & pb).sum(axis=0)
-        fn = (tb & ~pb).sum(axis=0)
-    elif t.ndim == 1:
-        classes = np.unique(np.concatenate([t, p])) if labels is None else np.asarray(labels)
-        tm = t[:, None] == classes[None, :]
-        pm = p[:, None] == classes[None, :]
-        tp = (tm & pm).sum(axis=0)
-        fp = (~tm & pm).sum(axis=0)
-        fn = (tm & ~pm).sum(axis=0)
-    else:
-        raise ValueError(f"expected 1-D labels or a 2-D indicator matrix, got {t.ndim}-D")
-    support = tp + fn
-    if support.sum() == 0:
-        return Estimate(math.nan, "no true labels: weights undefined")
-    den = 2 * tp + fp + fn
-    f1 = np.divide(2.0 * tp, den, out=np.zeros(den.shape), where=den > 0)
-    return Estimate(float(np.sum(f1 * support) / support.sum()))
-
-
-def f1_random_baseline(y_true: ArrayLike) -> Estimate:
-    """Weighted F1 of random assignment following the true class distribution [CD §5.2].
-
-    With class proportions p_c, precision = recall = F1 = p_c for class c, so the weighted F1
-    is Σ_c p_c · p_c = Σ_c p_c² (the paper's a² + b² + c² for three classes).
-    """
-    t = np.asarray(y_true).ravel()
-    if t.size == 0:
-        return Estimate(math.nan, "no items")
-    _, counts = np.unique(t, return_counts=True)
-    p = counts / counts.sum()
-    return Estimate(float(np.sum(p**2)))
-
-
-def kappa_f1(f1: float, f1_random: float) -> Estimate:
-    """κ_F1 = (F1 − F1_random) / (1 − F1_random)  [CD §5.3]; 0 = chance, 1 = perfect."""
-    if not (np.isfinite(f1) and np.isfinite(f1_random)):
-        return Estimate(math.nan, "F1 or F1_random is undefined")
-    if f1_random >= 1.0:
-        return Estimate(math.nan, "a single class: F1_random = 1, kappa undefined")
-    return Estimate((f1 - f1_random) / (1.0 - f1_random))

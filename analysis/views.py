@@ -21,8 +21,10 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
-from analysis import charts, distortions
+from analysis import charts
 from analysis.distortion_selectors import consensus_export_rows, distortion_report
+from analysis.distortions.evaluation import kappa_f1_report
+from analysis.distortions.predictions_csv import read_predictions_csv
 from analysis.downloads import csv_attachment, rows_download, table_download
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
 from analysis.models import ExportLog
@@ -430,7 +432,7 @@ def kappa_f1(request: HttpRequest) -> HttpResponse:
         upload = form.cleaned_data["file"]
         text = io.TextIOWrapper(upload.file, encoding="utf-8-sig", newline="")
         try:
-            y_true, y_pred, kind, labels = distortions.read_predictions_csv(
+            y_true, y_pred, kind, labels = read_predictions_csv(
                 text,
                 kind=form.cleaned_data["kind"] or None,
                 labels=form.label_list(),
@@ -438,7 +440,7 @@ def kappa_f1(request: HttpRequest) -> HttpResponse:
                 max_labels=settings.KAPPA_F1_MAX_LABELS,
                 name=upload.name,
             )
-            result = distortions.kappa_f1_report(
+            result = kappa_f1_report(
                 y_true,
                 y_pred,
                 kind=kind,

@@ -2,7 +2,7 @@
 
 Reference: cognitive_distortions_paper.txt ([CD]) — Appendix D (the two output formats the
 prompts ask for), §3.2 and Appendix E/Table 6 (out-of-list labels become "Others"), Appendix G
-(how "Others" is used later, in analysis/distortions.py).
+(how "Others" is used later, in analysis/distortions/consensus.py).
 
 What the prompts ask for (Appendix D, verbatim):
 

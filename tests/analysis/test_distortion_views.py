@@ -9,8 +9,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from analysis import distortions
 from analysis.distortion_selectors import distortion_report
+from analysis.distortions.consistency import per_label_fleiss
+from analysis.distortions.splits import stratified_split
 from analysis.models import ExportLog, RaterCode
 from analysis.pseudonyms import rater_codes_ensure
 from annotation.models import Conversation, LabelAnnotation, Rater, Study
@@ -86,7 +87,7 @@ def test_report_feeds_the_pure_functions_with_runs_in_repeat_order(cd_study):
         "threshold",
     ]
     assert [c.labels for c in config.consensus][4] == ["Labeling"]  # "Others" dropped beside it
-    expected = distortions.per_label_fleiss(list(RUNS.values()), labels=report.labels)
+    expected = per_label_fleiss(list(RUNS.values()), labels=report.labels)
     assert config.fleiss.average == pytest.approx(expected.average, abs=1e-12)
     assert config.others_verbatim == {"Self-Blame": 2}
 
@@ -144,7 +145,7 @@ def test_label_export_has_a_stratified_split_column_and_is_logged(client, resear
     assert [r["item"] for r in rows] == list(RUNS)
     assert {r["split"] for r in rows} <= {"train", "dev", "test"}
     finals = [c.labels for c in distortion_report(study=study).configurations[0].consensus]
-    assert [r["split"] for r in rows] == distortions.stratified_split(finals, seed=3)
+    assert [r["split"] for r in rows] == stratified_split(finals, seed=3)
     assert rows[3]["ambiguous"] == "1" and rows[0]["dominant"] == "Labeling"
     log = ExportLog.objects.get(what="distortion-labels")
     assert log.rows == 5 and log.study == study and log.user == researcher

@@ -17,8 +17,34 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis import distortions as d
 from analysis import stats
+from analysis.distortions.agreement import cohen_kappa_binary, kappa_f1
+from analysis.distortions.consensus import (
+    consensus_for_items,
+    consensus_labels,
+    label_distribution_table,
+    unambiguous_mask,
+)
+from analysis.distortions.consistency import (
+    fleiss_table,
+    label_indicators,
+    max_repetition_distribution,
+    per_label_fleiss,
+)
+from analysis.distortions.evaluation import (
+    _weighted_f1_batch_classes,
+    _weighted_f1_batch_multilabel,
+    clinician_agreement,
+    kappa_f1_report,
+)
+from analysis.distortions.labels import (
+    NOT_SURE_IF_DISTORTION,
+    NOT_SURE_WHICH_DISTORTION,
+    Kind,
+    label_names,
+)
+from analysis.distortions.predictions_csv import PredictionsCsvError, read_predictions_csv
+from analysis.distortions.splits import stratified_split
 from judging.label_parsing import OTHERS
 from judging.prompts import NO_DISTORTION
 
@@ -34,7 +60,7 @@ ER, FT, LAB, MR, PERS, OG = (
     "Overgeneralization",
 )
 ND = NO_DISTORTION
-CDS = [n for n in d.label_names() if n != ND]
+CDS = [n for n in label_names() if n != ND]
 
 
 # ============================================================================================
@@ -43,7 +69,7 @@ CDS = [n for n in d.label_names() if n != ND]
 
 
 def test_threshold_label_in_all_five_runs() -> None:
-    result = d.consensus_labels([[LAB]] * 5)
+    result = consensus_labels([[LAB]] * 5)
     assert result.labels == [LAB]
     assert result.rule == "threshold"
     assert not result.ambiguous
@@ -51,45 +77,45 @@ def test_threshold_label_in_all_five_runs() -> None:
 
 def test_threshold_is_at_least_four_of_five() -> None:
     # "we selected only those labels that appear at least four times across five runs"
-    four = d.consensus_labels([[LAB], [LAB], [LAB], [LAB], [MR]])
+    four = consensus_labels([[LAB], [LAB], [LAB], [LAB], [MR]])
     assert four.labels == [LAB]
-    three = d.consensus_labels([[LAB], [LAB], [LAB], [MR], [FT]])
-    assert three.labels == [d.NOT_SURE_WHICH_DISTORTION]
+    three = consensus_labels([[LAB], [LAB], [LAB], [MR], [FT]])
+    assert three.labels == [NOT_SURE_WHICH_DISTORTION]
 
 
 def test_several_labels_can_pass_the_threshold() -> None:
     runs = [[ER, LAB], [ER, LAB], [LAB, ER], [ER, LAB, MR], [ER]]
-    result = d.consensus_labels(runs, scheme="multi")
+    result = consensus_labels(runs, scheme="multi")
     assert result.labels == [ER, LAB]  # 5 runs, then 4 runs
     assert result.counts == {ER: 5, LAB: 4, MR: 1}
 
 
 def test_a_label_counts_once_per_run() -> None:
     runs = [[LAB, LAB], [LAB, LAB], [MR], [FT], [ER]]
-    assert d.consensus_labels(runs).labels == [d.NOT_SURE_WHICH_DISTORTION]
+    assert consensus_labels(runs).labels == [NOT_SURE_WHICH_DISTORTION]
 
 
 def test_ranked_scheme_counts_secondary_labels_too() -> None:
     # Figure 1, GPT4-0.7 RLP: Pers. in all five runs, ER three times, FT twice -> Pers.
     runs = [[PERS, FT], [PERS, ER], [PERS, ER], [PERS, ER], [PERS, FT]]
-    assert d.consensus_labels(runs, scheme="ranked").labels == [PERS]
+    assert consensus_labels(runs, scheme="ranked").labels == [PERS]
     # A label that was only ever secondary still passes when it is in ≥ 4 runs.
     runs = [[ER, LAB], [FT, LAB], [MR, LAB], [OG, LAB], [ER]]
-    assert d.consensus_labels(runs, scheme="ranked").labels == [LAB]
+    assert consensus_labels(runs, scheme="ranked").labels == [LAB]
 
 
 def test_ranked_order_puts_the_label_ranked_first_more_often_first() -> None:
     # LAB is in all five runs but always second; ER is ranked first in four runs.
     runs = [[ER, LAB], [ER, LAB], [ER, LAB], [ER, LAB], [FT, LAB]]
-    result = d.consensus_labels(runs, scheme="ranked")
+    result = consensus_labels(runs, scheme="ranked")
     assert result.labels == [ER, LAB]
     assert result.dominant == ER
     # The multi scheme orders by runs instead.
-    assert d.consensus_labels(runs, scheme="multi").labels == [LAB, ER]
+    assert consensus_labels(runs, scheme="multi").labels == [LAB, ER]
 
 
 def test_no_distortion_passes_like_any_label() -> None:
-    result = d.consensus_labels([[ND], [ND], [ND], [ND], [LAB]])
+    result = consensus_labels([[ND], [ND], [ND], [ND], [LAB]])
     assert result.labels == [ND]
     assert result.rule == "threshold"
 
@@ -97,21 +123,21 @@ def test_no_distortion_passes_like_any_label() -> None:
 def test_not_sure_if_distortion_when_no_distortion_appeared_at_least_once() -> None:
     # "If none of the labels met the threshold but 'No Distortion' appeared in at least one
     # run, we labeled the instance as 'not sure if distortion'"
-    result = d.consensus_labels([[LAB], [LAB], [LAB], [MR], [ND]])
-    assert result.labels == [d.NOT_SURE_IF_DISTORTION]
-    assert result.rule == d.NOT_SURE_IF_DISTORTION
+    result = consensus_labels([[LAB], [LAB], [LAB], [MR], [ND]])
+    assert result.labels == [NOT_SURE_IF_DISTORTION]
+    assert result.rule == NOT_SURE_IF_DISTORTION
     assert result.ambiguous
     # Figure 1, GPT4o-0.5 MLP: ND three times, Pers. twice.
     runs = [[ND], [ND], [ND], [PERS], [PERS]]
-    assert d.consensus_labels(runs).labels == [d.NOT_SURE_IF_DISTORTION]
+    assert consensus_labels(runs).labels == [NOT_SURE_IF_DISTORTION]
 
 
 def test_not_sure_which_distortion_when_diverse_and_no_distortion_absent() -> None:
     # "if the labels were too diverse without reaching any consensus and 'No Distortion' was
     # absent, we marked it as 'not sure which distortion'"
-    result = d.consensus_labels([[LAB, MR], [LAB, FT], [LAB], [MR, ER], [FT, OG]])
-    assert result.labels == [d.NOT_SURE_WHICH_DISTORTION]
-    assert result.rule == d.NOT_SURE_WHICH_DISTORTION
+    result = consensus_labels([[LAB, MR], [LAB, FT], [LAB], [MR, ER], [FT, OG]])
+    assert result.labels == [NOT_SURE_WHICH_DISTORTION]
+    assert result.rule == NOT_SURE_WHICH_DISTORTION
     assert result.ambiguous
 
 
@@ -119,7 +145,7 @@ def test_others_accompanied_by_a_listed_label_is_ignored() -> None:
     # "'Others' was accompanied by at least one CD label from the given list. In such cases,
     # it was simply ignored and further processing was done based on the remaining labels."
     runs = [[OTHERS, LAB]] * 5
-    result = d.consensus_labels(runs)
+    result = consensus_labels(runs)
     assert result.labels == [LAB]
     assert OTHERS not in result.counts
 
@@ -128,35 +154,35 @@ def test_others_alone_is_retained_and_can_be_the_final_label() -> None:
     # "The 'Others' label was retained only in cases where it was not accompanied by any other
     # CD label." Table 8 has 2 such items (GPT4-0.x RLP).
     runs = [[OTHERS], [OTHERS], [OTHERS], [OTHERS], [LAB]]
-    assert d.consensus_labels(runs).labels == [OTHERS]
+    assert consensus_labels(runs).labels == [OTHERS]
 
 
 def test_others_rule_is_applied_per_run_before_counting() -> None:
     # Others in all five runs, but accompanied in two: only 3 runs keep it -> below threshold.
     runs = [[OTHERS], [OTHERS], [OTHERS], [OTHERS, LAB], [MR, OTHERS]]
-    result = d.consensus_labels(runs)
+    result = consensus_labels(runs)
     assert result.counts[OTHERS] == 3
-    assert result.labels == [d.NOT_SURE_WHICH_DISTORTION]
+    assert result.labels == [NOT_SURE_WHICH_DISTORTION]
 
 
 def test_others_never_blocks_not_sure_if_distortion() -> None:
     runs = [[OTHERS], [OTHERS], [ND], [LAB], [MR]]
-    assert d.consensus_labels(runs).labels == [d.NOT_SURE_IF_DISTORTION]
+    assert consensus_labels(runs).labels == [NOT_SURE_IF_DISTORTION]
 
 
 def test_majority_vote_variant_k3() -> None:
     # §4.1: "traditionally carried out by majority voting, i.e., labels appearing in at least 3
     # out of 5 runs"
     runs = [[LAB], [LAB], [LAB], [MR], [FT]]
-    assert d.consensus_labels(runs, k=3).labels == [LAB]
+    assert consensus_labels(runs, k=3).labels == [LAB]
 
 
 def test_failed_runs_count_as_runs_without_labels() -> None:
-    assert d.consensus_labels([[LAB], [LAB], [LAB], [LAB], None]).labels == [LAB]
-    result = d.consensus_labels([[LAB], [LAB], [LAB], None, None])
-    assert result.labels == [d.NOT_SURE_WHICH_DISTORTION]
+    assert consensus_labels([[LAB], [LAB], [LAB], [LAB], None]).labels == [LAB]
+    result = consensus_labels([[LAB], [LAB], [LAB], None, None])
+    assert result.labels == [NOT_SURE_WHICH_DISTORTION]
     assert result.n_valid_runs == 3
-    nothing = d.consensus_labels([None] * 5)
+    nothing = consensus_labels([None] * 5)
     assert nothing.labels == [] and nothing.rule == "no valid runs" and nothing.ambiguous
 
 
@@ -172,19 +198,19 @@ def test_failed_runs_count_as_runs_without_labels() -> None:
 )
 def test_consensus_rejects_malformed_input(runs: list, kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        d.consensus_labels(runs, **kwargs)
+        consensus_labels(runs, **kwargs)
 
 
 def test_consensus_for_items_names_the_item() -> None:
     with pytest.raises(ValueError, match="item 1"):
-        d.consensus_for_items([[[LAB]] * 5, [[LAB]] * 4])
+        consensus_for_items([[[LAB]] * 5, [[LAB]] * 4])
 
 
 def test_unambiguous_mask_drops_items_ambiguous_in_any_setting() -> None:
     # §4.2: a valid RLP label but an ambiguous MLP label -> excluded from all settings.
-    rlp = [[LAB], [MR], [d.NOT_SURE_IF_DISTORTION], [ND]]
-    mlp = [[LAB], [d.NOT_SURE_WHICH_DISTORTION], [MR], [ND]]
-    assert d.unambiguous_mask(rlp, mlp).tolist() == [True, False, False, True]
+    rlp = [[LAB], [MR], [NOT_SURE_IF_DISTORTION], [ND]]
+    mlp = [[LAB], [NOT_SURE_WHICH_DISTORTION], [MR], [ND]]
+    assert unambiguous_mask(rlp, mlp).tolist() == [True, False, False, True]
 
 
 # ============================================================================================
@@ -199,7 +225,7 @@ def test_max_repetition_per_item_and_distribution() -> None:
         [[LAB], [MR], [FT], [ER], [OG]],  # 1
         [[LAB, MR], [LAB], [MR], [LAB, MR], [MR]],  # MR ×4
     ]
-    dist = d.max_repetition_distribution(items)
+    dist = max_repetition_distribution(items)
     assert dist.max_counts.tolist() == [5, 3, 1, 4]
     assert dist.counts == {0: 0, 1: 1, 2: 0, 3: 1, 4: 1, 5: 1}
     assert dist.proportions[5] == 0.25
@@ -211,13 +237,13 @@ def test_max_repetition_per_item_and_distribution() -> None:
 
 def test_max_repetition_dominant_basis_for_the_ranked_prompt() -> None:
     runs = [[ER, LAB], [FT, LAB], [MR, LAB], [ER, LAB], [OG, LAB]]
-    assert d.max_repetition_distribution([runs]).max_counts.tolist() == [5]
-    assert d.max_repetition_distribution([runs], basis="dominant").max_counts.tolist() == [2]
+    assert max_repetition_distribution([runs]).max_counts.tolist() == [5]
+    assert max_repetition_distribution([runs], basis="dominant").max_counts.tolist() == [2]
 
 
 def test_max_repetition_counts_others_as_one_label_and_skips_failed_runs() -> None:
     runs = [[OTHERS], [OTHERS], None, [OTHERS], [LAB]]
-    dist = d.max_repetition_distribution([runs])
+    dist = max_repetition_distribution([runs])
     assert dist.max_counts.tolist() == [3]
     assert dist.n_runs == 5
 
@@ -229,7 +255,7 @@ def test_max_repetition_counts_others_as_one_label_and_skips_failed_runs() -> No
 
 def _random_runs(rng: np.random.Generator, n_items: int, n_runs: int = 5) -> list[list[list[str]]]:
     """Correlated runs: each item has a 'true' label set that each run reproduces noisily."""
-    labels = d.label_names()
+    labels = label_names()
     items = []
     for _ in range(n_items):
         core = list(rng.choice(CDS, size=rng.integers(1, 3), replace=False))
@@ -250,8 +276,8 @@ def _random_runs(rng: np.random.Generator, n_items: int, n_runs: int = 5) -> lis
 def test_per_label_fleiss_matches_statsmodels() -> None:
     rng = np.random.default_rng(7)
     items = _random_runs(rng, 300)
-    result = d.per_label_fleiss(items)
-    x, complete = d.label_indicators(items)
+    result = per_label_fleiss(items)
+    x, complete = label_indicators(items)
     assert complete.all()
     for j, name in enumerate(result.labels):
         present = x[:, :, j].sum(axis=1)
@@ -259,7 +285,7 @@ def test_per_label_fleiss_matches_statsmodels() -> None:
         expected = sm_irr.fleiss_kappa(table, method="fleiss")
         assert result.kappas[name] == pytest.approx(expected, abs=1e-9)
     assert result.average == pytest.approx(np.mean(list(result.kappas.values())), abs=1e-12)
-    assert result.labels == d.label_names()  # the 11 labels of Table 2, no "Others"
+    assert result.labels == label_names()  # the 11 labels of Table 2, no "Others"
     assert result.n_items == 300 and result.n_dropped == 0
 
 
@@ -267,21 +293,21 @@ def test_per_label_fleiss_drops_items_with_a_failed_run() -> None:
     rng = np.random.default_rng(3)
     items = _random_runs(rng, 50)
     items[0][2] = None
-    result = d.per_label_fleiss(items)
+    result = per_label_fleiss(items)
     assert result.n_dropped == 1 and result.n_items == 49
-    assert result.kappas == d.per_label_fleiss(items[1:]).kappas
+    assert result.kappas == per_label_fleiss(items[1:]).kappas
 
 
 def test_per_label_fleiss_hand_example_and_undefined_label() -> None:
     # Two items, 5 runs; LAB: item 1 present in all, item 2 absent in all -> perfect agreement.
     items = [[[LAB]] * 5, [[MR]] * 5]
-    result = d.per_label_fleiss(items, labels=[LAB, MR, FT])
+    result = per_label_fleiss(items, labels=[LAB, MR, FT])
     assert result.kappas[LAB] == pytest.approx(1.0)
     assert result.kappas[MR] == pytest.approx(1.0)
     assert math.isnan(result.kappas[FT])  # never assigned: P_e = 1
     assert "undefined" in (result.reasons[FT] or "")
     assert result.average == pytest.approx(1.0)  # undefined labels are left out
-    table = d.fleiss_table({"cfg": result})
+    table = fleiss_table({"cfg": result})
     assert table.loc["Average", "cfg"] == pytest.approx(1.0)
 
 
@@ -321,15 +347,15 @@ TABLE_8_GPT4_05_RLP = {
     OG: (159, 6.3),
     PERS: (656, 25.9),
     "Should Statements": (45, 1.8),
-    d.NOT_SURE_IF_DISTORTION: (64, 2.5),
-    d.NOT_SURE_WHICH_DISTORTION: (28, 1.1),
+    NOT_SURE_IF_DISTORTION: (64, 2.5),
+    NOT_SURE_WHICH_DISTORTION: (28, 1.1),
     OTHERS: (2, 0.1),
     ND: (708, 28.0),
 }
 
 
 def _items_with_table_8_counts() -> list[list[str]]:
-    exclusive = [ND, d.NOT_SURE_IF_DISTORTION, d.NOT_SURE_WHICH_DISTORTION, OTHERS]
+    exclusive = [ND, NOT_SURE_IF_DISTORTION, NOT_SURE_WHICH_DISTORTION, OTHERS]
     items = [[lab] for lab in exclusive for _ in range(TABLE_8_GPT4_05_RLP[lab][0])]
     flat = [lab for lab, (n, _) in TABLE_8_GPT4_05_RLP.items() if lab not in exclusive]
     flat = [lab for lab in flat for _ in range(TABLE_8_GPT4_05_RLP[lab][0])]
@@ -345,13 +371,13 @@ def _items_with_table_8_counts() -> list[list[str]]:
 def test_label_distribution_table_reproduces_table_8_column() -> None:
     items = _items_with_table_8_counts()
     assert len(items) == 2530
-    table = d.label_distribution_table({"GPT4-0.5 RLP": items})
+    table = label_distribution_table({"GPT4-0.5 RLP": items})
     for label, (count, percent) in TABLE_8_GPT4_05_RLP.items():
         assert table.loc[label, ("GPT4-0.5 RLP", "n")] == count
         assert round(table.loc[label, ("GPT4-0.5 RLP", "%")], 1) == percent
     assert list(table.index[-4:]) == [
-        d.NOT_SURE_IF_DISTORTION,
-        d.NOT_SURE_WHICH_DISTORTION,
+        NOT_SURE_IF_DISTORTION,
+        NOT_SURE_WHICH_DISTORTION,
         OTHERS,
         ND,
     ]
@@ -360,11 +386,11 @@ def test_label_distribution_table_reproduces_table_8_column() -> None:
 
 
 def test_label_distribution_table_takes_consensus_objects_and_several_configs() -> None:
-    a = d.consensus_for_items([[[LAB]] * 5, [[ND]] * 5, [[LAB], [MR], [FT], [ER], [OG]]])
+    a = consensus_for_items([[[LAB]] * 5, [[ND]] * 5, [[LAB], [MR], [FT], [ER], [OG]]])
     b = [[LAB, MR], [MR]]
-    table = d.label_distribution_table({"A": a, "B": b})
+    table = label_distribution_table({"A": a, "B": b})
     assert table.loc[LAB, ("A", "n")] == 1
-    assert table.loc[d.NOT_SURE_WHICH_DISTORTION, ("A", "%")] == pytest.approx(100 / 3)
+    assert table.loc[NOT_SURE_WHICH_DISTORTION, ("A", "%")] == pytest.approx(100 / 3)
     assert table.loc[MR, ("B", "%")] == 100.0
     assert table.loc[ND, ("B", "n")] == 0
 
@@ -378,7 +404,7 @@ def test_cohen_kappa_binary_matches_sklearn_per_label() -> None:
     rng = np.random.default_rng(11)
     a = rng.random((400, 6)) < [0.1, 0.3, 0.5, 0.2, 0.05, 0.4]
     b = np.where(rng.random(a.shape) < 0.75, a, rng.random(a.shape) < 0.3)
-    kappa, agree, reasons = d.cohen_kappa_binary(a, b)
+    kappa, agree, reasons = cohen_kappa_binary(a, b)
     for j in range(a.shape[1]):
         assert kappa[j] == pytest.approx(sk_metrics.cohen_kappa_score(a[:, j], b[:, j]), abs=1e-12)
         assert agree[j] == pytest.approx(np.mean(a[:, j] == b[:, j]))
@@ -390,14 +416,14 @@ def test_cohen_kappa_binary_matches_sklearn_per_label() -> None:
 
 
 def test_cohen_kappa_binary_undefined_when_both_constant() -> None:
-    kappa, agree, reasons = d.cohen_kappa_binary(np.zeros((5, 1)), np.zeros((5, 1)))
+    kappa, agree, reasons = cohen_kappa_binary(np.zeros((5, 1)), np.zeros((5, 1)))
     assert math.isnan(kappa[0]) and agree[0] == 1.0 and "undefined" in (reasons[0] or "")
 
 
 def test_clinician_agreement_hand_example() -> None:
-    final = [[LAB], [ER, LAB], [MR], [d.NOT_SURE_WHICH_DISTORTION], [ND], [FT]]
+    final = [[LAB], [ER, LAB], [MR], [NOT_SURE_WHICH_DISTORTION], [ND], [FT]]
     clinician = [[LAB], [LAB, ER], [FT], [MR], [ND], None]
-    result = d.clinician_agreement(final, clinician)
+    result = clinician_agreement(final, clinician)
     # item 4 is ambiguous and item 6 has no clinician label: both excluded
     assert result.n_items == 4 and result.n_excluded == 2
     assert result.exact == pytest.approx(3 / 4)
@@ -411,8 +437,8 @@ def test_clinician_agreement_hand_example() -> None:
     b = np.array([0, 0, 0, 0])
     assert mr["agreement"] == pytest.approx(0.75)
     assert mr["kappa"] == pytest.approx(sk_metrics.cohen_kappa_score(a, b))
-    kept = d.clinician_agreement(final, clinician, exclude_ambiguous=False)
-    assert kept.n_items == 5 and d.NOT_SURE_WHICH_DISTORTION in kept.per_label.index
+    kept = clinician_agreement(final, clinician, exclude_ambiguous=False)
+    assert kept.n_items == 5 and NOT_SURE_WHICH_DISTORTION in kept.per_label.index
 
 
 # ============================================================================================
@@ -427,7 +453,7 @@ def _labels_with_shares(shares: dict[str, int]) -> list[str]:
 def test_f1_random_is_a2_b2_c2_for_the_worked_example() -> None:
     # §5.2: three classes with distribution a, b, c -> weighted F1 of random = a² + b² + c².
     y_true = _labels_with_shares({"A": 50, "B": 30, "C": 20})
-    report = d.kappa_f1_report(y_true, y_true, kind="multiclass", n_sim=0)
+    report = kappa_f1_report(y_true, y_true, kind="multiclass", n_sim=0)
     assert report.f1_random == pytest.approx(0.5**2 + 0.3**2 + 0.2**2)
     assert report.proportions == {"A": 0.5, "B": 0.3, "C": 0.2}
     assert report.f1 == pytest.approx(1.0) and report.kappa_f1 == pytest.approx(1.0)
@@ -444,7 +470,7 @@ def test_f1_random_expected_confusion_matrix_gives_a_b_c() -> None:
             y_pred += [q] * n
     f1 = sk_metrics.f1_score(y_true, y_pred, average=None, labels=list(p))
     assert f1 == pytest.approx([0.5, 0.3, 0.2])  # F1_A = a, F1_B = b, F1_C = c
-    report = d.kappa_f1_report(y_true, y_pred, kind="multiclass", n_sim=0)
+    report = kappa_f1_report(y_true, y_pred, kind="multiclass", n_sim=0)
     assert report.f1 == pytest.approx(0.38)  # = a² + b² + c²
     assert report.kappa_f1 == pytest.approx(0.0, abs=1e-12)
 
@@ -455,7 +481,7 @@ def test_kappa_f1_against_hand_computed_values() -> None:
     # Per class: A tp=4 fp=1 fn=2 -> F1 8/11; B tp=1 fp=2 fn=2 -> 2/6; C tp=0 fp=2 fn=1 -> 0
     f1 = 0.6 * 8 / 11 + 0.3 * 2 / 6 + 0.1 * 0
     f1_random = 0.36 + 0.09 + 0.01
-    report = d.kappa_f1_report(y_true, y_pred, kind="multiclass", n_sim=0)
+    report = kappa_f1_report(y_true, y_pred, kind="multiclass", n_sim=0)
     assert report.f1 == pytest.approx(f1)
     assert report.f1 == pytest.approx(sk_metrics.f1_score(y_true, y_pred, average="weighted"))
     assert report.f1_random == pytest.approx(f1_random)
@@ -484,14 +510,14 @@ MULTILABEL_TABLES_4_10_5 = {
 @pytest.mark.parametrize("cell", MULTILABEL_TABLES_4_10_5)
 def test_kappa_f1_reproduces_table_5_multilabel(cell: str) -> None:
     f1, f1_random, kappa = MULTILABEL_TABLES_4_10_5[cell]
-    assert stats.kappa_f1(f1, f1_random).value == pytest.approx(kappa, abs=0.0015)
+    assert kappa_f1(f1, f1_random).value == pytest.approx(kappa, abs=0.0015)
 
 
 def test_binary_weighted_f1_covers_both_classes() -> None:
     rng = np.random.default_rng(5)
     y_true = (rng.random(500) < 0.3).astype(int)
     y_pred = np.where(rng.random(500) < 0.8, y_true, 1 - y_true)
-    report = d.kappa_f1_report(list(y_true), list(y_pred), kind="binary", n_sim=0)
+    report = kappa_f1_report(list(y_true), list(y_pred), kind="binary", n_sim=0)
     expected = sk_metrics.f1_score(y_true, y_pred, average="weighted")
     assert report.f1 == pytest.approx(expected)
     p = y_true.mean()
@@ -502,13 +528,13 @@ def test_multilabel_f1_and_closed_form() -> None:
     rng = np.random.default_rng(2)
     truth = rng.random((300, 5)) < [0.4, 0.3, 0.2, 0.1, 0.05]
     pred = np.where(rng.random(truth.shape) < 0.8, truth, ~truth)
-    report = d.kappa_f1_report(truth.astype(int), pred.astype(int), kind="multilabel", n_sim=0)
+    report = kappa_f1_report(truth.astype(int), pred.astype(int), kind="multilabel", n_sim=0)
     assert report.f1 == pytest.approx(sk_metrics.f1_score(truth, pred, average="weighted"))
     q = truth.mean(axis=0)
     assert report.f1_random == pytest.approx((q**2).sum() / q.sum())
     # One label per item: the multilabel closed form is the multiclass Σ p².
     one_hot = np.eye(3, dtype=int)[rng.integers(0, 3, 200)]
-    single = d.kappa_f1_report(one_hot, one_hot, kind="multilabel", n_sim=0)
+    single = kappa_f1_report(one_hot, one_hot, kind="multilabel", n_sim=0)
     p = one_hot.mean(axis=0)
     assert single.f1_random == pytest.approx((p**2).sum())
 
@@ -516,7 +542,7 @@ def test_multilabel_f1_and_closed_form() -> None:
 def test_multilabel_accepts_label_collections() -> None:
     y_true = [[LAB, MR], [ND], [LAB]]
     y_pred = [[LAB], [ND], [LAB, FT]]
-    report = d.kappa_f1_report(y_true, y_pred, kind="multilabel", n_sim=0)
+    report = kappa_f1_report(y_true, y_pred, kind="multilabel", n_sim=0)
     assert report.labels == sorted([LAB, MR, ND, FT])
     assert report.proportions[LAB] == pytest.approx(2 / 3)
 
@@ -537,15 +563,15 @@ def test_multilabel_accepts_label_collections() -> None:
         ),
     ],
 )
-def test_simulated_baseline_agrees_with_closed_form(kind: d.Kind, make: Callable[..., Any]) -> None:
+def test_simulated_baseline_agrees_with_closed_form(kind: Kind, make: Callable[..., Any]) -> None:
     rng = np.random.default_rng(123)
     y_true = make(rng, 3000)
-    report = d.kappa_f1_report(y_true, y_true, kind=kind, n_sim=1000, seed=1)
+    report = kappa_f1_report(y_true, y_true, kind=kind, n_sim=1000, seed=1)
     assert report.n_sim == 1000
     assert report.sim_sd > 0
     # Appendix J: "deviations well within the expected standard error"
     assert abs(report.sim_mean - report.f1_random) < 4 * report.sim_se, report
-    again = d.kappa_f1_report(y_true, y_true, kind=kind, n_sim=1000, seed=1)
+    again = kappa_f1_report(y_true, y_true, kind=kind, n_sim=1000, seed=1)
     assert again.sim_mean == report.sim_mean  # deterministic for a seed
 
 
@@ -553,29 +579,29 @@ def test_vectorised_batch_f1_matches_sklearn() -> None:
     rng = np.random.default_rng(4)
     t = rng.integers(0, 4, 200)
     preds = rng.integers(0, 4, (5, 200))
-    batch = d._weighted_f1_batch_classes(t, preds, 4)
+    batch = _weighted_f1_batch_classes(t, preds, 4)
     for row, value in zip(preds, batch, strict=True):
         assert value == pytest.approx(sk_metrics.f1_score(t, row, average="weighted"))
     truth = rng.random((200, 4)) < 0.3
     draws = rng.random((5, 200, 4)) < 0.3
-    batch = d._weighted_f1_batch_multilabel(truth, draws)
+    batch = _weighted_f1_batch_multilabel(truth, draws)
     for row, value in zip(draws, batch, strict=True):
         assert value == pytest.approx(sk_metrics.f1_score(truth, row, average="weighted"))
 
 
 def test_kappa_f1_single_class_is_undefined_with_reason() -> None:
-    report = d.kappa_f1_report(["A"] * 5, ["A"] * 5, kind="multiclass", n_sim=10)
+    report = kappa_f1_report(["A"] * 5, ["A"] * 5, kind="multiclass", n_sim=10)
     assert report.f1_random == 1.0
     assert math.isnan(report.kappa_f1) and "single class" in (report.reason or "")
 
 
 def test_kappa_f1_input_errors() -> None:
     with pytest.raises(ValueError, match="binary task with 3 classes"):
-        d.kappa_f1_report(["a", "b", "c"], ["a", "b", "c"], kind="binary")
+        kappa_f1_report(["a", "b", "c"], ["a", "b", "c"], kind="binary")
     with pytest.raises(ValueError, match="not in labels"):
-        d.kappa_f1_report(["a", "x"], ["a", "a"], kind="multiclass", labels=["a", "b"])
+        kappa_f1_report(["a", "x"], ["a", "a"], kind="multiclass", labels=["a", "b"])
     with pytest.raises(ValueError, match="items"):
-        d.kappa_f1_report(["a", "b"], ["a"], kind="multiclass")
+        kappa_f1_report(["a", "b"], ["a"], kind="multiclass")
 
 
 # ============================================================================================
@@ -590,24 +616,24 @@ def _csv(tmp_path: Path, text: str, name: str = "preds.csv") -> Path:
 
 
 def test_read_predictions_csv_kinds(tmp_path: Path) -> None:
-    y_t, y_p, kind, labels = d.read_predictions_csv(_csv(tmp_path, "true,predicted\n1,0\n0,0\n"))
+    y_t, y_p, kind, labels = read_predictions_csv(_csv(tmp_path, "true,predicted\n1,0\n0,0\n"))
     assert (y_t, y_p, kind, labels) == (["1", "0"], ["0", "0"], "binary", ["0", "1"])
     text = "predicted,true\nA,B\nC,C\nB,A\n"
-    y_t, y_p, kind, labels = d.read_predictions_csv(_csv(tmp_path, text))
+    y_t, y_p, kind, labels = read_predictions_csv(_csv(tmp_path, text))
     assert kind == "multiclass" and y_t == ["B", "C", "A"] and labels == ["A", "B", "C"]
     text = (
         'true,predicted\n"Labeling; Mind Reading",Labeling\nNo Distortion,Labeling|Mind Reading\n'
     )
-    y_t, y_p, kind, labels = d.read_predictions_csv(_csv(tmp_path, text))
+    y_t, y_p, kind, labels = read_predictions_csv(_csv(tmp_path, text))
     assert kind == "multilabel"
     assert y_t == [[LAB, MR], [ND]] and y_p == [[LAB], [LAB, MR]]
-    report = d.kappa_f1_report(y_t, y_p, kind=kind, labels=labels, n_sim=0)
+    report = kappa_f1_report(y_t, y_p, kind=kind, labels=labels, n_sim=0)
     assert report.n_items == 2
 
 
 def test_read_predictions_csv_from_a_file_object_and_known_labels() -> None:
     handle = io.StringIO("True , Predicted\nlabeling,LABELING\n")
-    y_t, y_p, kind, labels = d.read_predictions_csv(handle, labels=[LAB, MR], kind="multiclass")
+    y_t, y_p, kind, labels = read_predictions_csv(handle, labels=[LAB, MR], kind="multiclass")
     assert y_t == [LAB] and y_p == [LAB] and labels == [LAB, MR]
 
 
@@ -633,8 +659,8 @@ def test_read_predictions_csv_from_a_file_object_and_known_labels() -> None:
 def test_read_predictions_csv_errors_name_file_line_and_column(
     tmp_path: Path, text: str, kwargs: dict, message: str
 ) -> None:
-    with pytest.raises(d.PredictionsCsvError) as excinfo:
-        d.read_predictions_csv(_csv(tmp_path, text), **kwargs)
+    with pytest.raises(PredictionsCsvError) as excinfo:
+        read_predictions_csv(_csv(tmp_path, text), **kwargs)
     assert message in str(excinfo.value)
     assert "\n" not in str(excinfo.value)
 
@@ -649,7 +675,7 @@ def test_stratified_split_proportions_per_stratum() -> None:
     strata = {"A": 400, "B": 233, "C": 101, "D": 20, "E": 7, "F": 1}
     labels = [lab for lab, n in strata.items() for _ in range(n)]
     labels = [labels[i] for i in rng.permutation(len(labels))]
-    split = d.stratified_split(labels, seed=42)
+    split = stratified_split(labels, seed=42)
     fractions = {"train": 0.7, "dev": 0.15, "test": 0.15}
     for lab, m in strata.items():
         got = Counter(s for s, x in zip(split, labels, strict=True) if x == lab)
@@ -667,17 +693,17 @@ def test_stratified_split_proportions_per_stratum() -> None:
 
 def test_stratified_split_is_deterministic_and_seeded() -> None:
     labels = [str(x) for x in np.random.default_rng(1).choice(list("abc"), size=300)]
-    assert d.stratified_split(labels, seed=5) == d.stratified_split(labels, seed=5)
-    assert d.stratified_split(labels, seed=5) != d.stratified_split(labels, seed=6)
+    assert stratified_split(labels, seed=5) == stratified_split(labels, seed=5)
+    assert stratified_split(labels, seed=5) != stratified_split(labels, seed=6)
 
 
 def test_stratified_split_uses_the_dominant_label() -> None:
     labels = [[LAB, MR]] * 20 + [[MR, LAB]] * 20
-    split = d.stratified_split(labels, seed=0)
+    split = stratified_split(labels, seed=0)
     for block in (split[:20], split[20:]):
         assert Counter(block) == {"train": 14, "dev": 3, "test": 3}
 
 
 def test_stratified_split_rejects_bad_fractions() -> None:
     with pytest.raises(ValueError, match="fractions"):
-        d.stratified_split(["a"], fractions=(0.7, 0.2, 0.2))
+        stratified_split(["a"], fractions=(0.7, 0.2, 0.2))

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.urls import reverse
 
-from analysis import distortions
+from analysis.distortions.evaluation import kappa_f1_report
 
 
 def post(client, data: bytes, n_sim: int = 10) -> str:
@@ -83,7 +83,7 @@ def _peak_bytes(rows: int, labels: int) -> int:
     truth = [[names[i % labels], names[(i * 7) % labels]] for i in range(rows)]
     pred = [[names[(i * 3) % labels]] for i in range(rows)]
     tracemalloc.start()
-    distortions.kappa_f1_report(truth, pred, kind="multilabel", labels=names, n_sim=10)
+    kappa_f1_report(truth, pred, kind="multilabel", labels=names, n_sim=10)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return peak
