@@ -8,7 +8,6 @@ from typing import cast
 
 from django import forms
 from django.contrib import messages
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -21,10 +20,15 @@ from .calibration_forms import (
     RaterForm,
     ReferenceCsvForm,
 )
-from .models import Assignment, AssignmentItem, Attribute, ReferenceScore, Response, Study
+from .calibration_selectors import (
+    reference_grid,
+    reference_grid_cells,
+    study_choices,
+    time_on_task_rows,
+)
+from .models import Assignment, Study
 from .roles import ADMIN, CLINICIAN, AuthenticatedHttpRequest, role_required
 from .selectors import assignment_get_for_user
-from .time_on_task import response_active_seconds
 from .topup import topup_assign, topup_summary
 from .training import (
     ReferenceProblems,
@@ -64,40 +68,9 @@ def feedback(request: HttpRequest, token: str) -> HttpResponse:
 # --- Admins: training ----------------------------------------------------------------------------
 
 
-def _reference_grid(study: Study) -> list[dict]:
-    """Per practice conversation, its responses with one input per attribute (stored value)."""
-    attributes = list(Attribute.objects.filter(rubric_id=study.rubric_id).order_by("position"))
-    stored = {
-        (r, a): v
-        for r, a, v in ReferenceScore.objects.filter(
-            response__conversation__study=study
-        ).values_list("response_id", "attribute_id", "value")
-    }
-    grid: dict[int, dict] = {}
-    for response in (
-        Response.objects.filter(conversation__study=study, conversation__practice=True)
-        .exclude(text="")
-        .select_related("conversation", "responder")
-        .order_by("conversation_id", "responder__key")
-    ):
-        entry = grid.setdefault(
-            response.conversation_id, {"conversation": response.conversation, "responses": []}
-        )
-        entry["responses"].append(
-            {
-                "response": response,
-                "cells": [
-                    (f"ref-{response.pk}-{a.pk}", a, stored.get((response.pk, a.pk)))
-                    for a in attributes
-                ],
-            }
-        )
-    return list(grid.values())
-
-
 def _training_page(request: HttpRequest, study: Study | None, *, status: int = 200, **forms):
     context: dict = {
-        "studies": Study.objects.filter(kind=Study.Kind.RESPONSE_RATING),
+        "studies": study_choices(kind=Study.Kind.RESPONSE_RATING),
         "study": study,
     }
     if study is not None:
@@ -118,7 +91,7 @@ def _training_page(request: HttpRequest, study: Study | None, *, status: int = 2
             assign_form=forms.get("assign_form") or ClinicianChoiceForm(),
             conversations=conversations,
             results=results,
-            grid=_reference_grid(study),
+            grid=reference_grid(study=study),
             rule=rule,
             problems=forms.get("problems"),
         )
@@ -201,13 +174,7 @@ def training(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 def _grid_rows(request: HttpRequest, study: Study) -> list[tuple[int, str, str, str, str]]:
     """The filled cells of the reference grid as reference_scores_set rows (blank: unchanged)."""
-    lookup = {
-        r.pk: r
-        for r in Response.objects.filter(
-            conversation__study=study, conversation__practice=True
-        ).select_related("conversation", "responder")
-    }
-    attributes = dict(Attribute.objects.filter(rubric_id=study.rubric_id).values_list("id", "name"))
+    cells = reference_grid_cells(study=study)
     rows: list[tuple[int, str, str, str, str]] = []
     problems: list[str] = []
     # QueryDict.items gives each key's last value: a str (the stubs allow an empty list).
@@ -215,22 +182,11 @@ def _grid_rows(request: HttpRequest, study: Study) -> list[tuple[int, str, str, 
     for key, value in posted:
         if not key.startswith("ref-") or not value.strip():
             continue
-        parts = key.split("-")
-        try:
-            response = lookup[int(parts[1])]
-            attribute = attributes[int(parts[2])]
-        except (IndexError, KeyError, ValueError):
+        cell = cells.get(key)
+        if cell is None:
             problems.append(f"the form: {key!r} is not a practice response's attribute")
             continue
-        rows.append(
-            (
-                len(rows) + 1,
-                response.conversation.external_id,
-                response.responder.key,
-                attribute,
-                value.strip(),
-            )  # fmt: skip
-        )
+        rows.append((len(rows) + 1, *cell, value.strip()))
     if problems:
         raise ReferenceProblems(problems)
     if not rows:
@@ -260,7 +216,7 @@ def topup(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(
         request,
         "annotation/manage/topup.html",
-        {"study": study, "summary": summary, "studies": Study.objects.all()},
+        {"study": study, "summary": summary, "studies": study_choices()},
     )
 
 
@@ -270,29 +226,9 @@ TIME_ROWS_SHOWN = 500
 @role_required(ADMIN)
 def time_on_task(request: HttpRequest) -> HttpResponse:
     study = study_from_request(request)
-    rows = []
-    if study is not None:
-        assignments = {
-            a.pk: a
-            for a in Assignment.objects.filter(conversation__study=study)
-            .exclude(active_seconds=0)
-            .select_related("rater", "conversation")
-            .order_by("rater__name", "conversation_id", "kind")[:TIME_ROWS_SHOWN]
-        }
-        per_response = response_active_seconds(assignments=Q(pk__in=list(assignments)))
-        labels = {
-            (i.assignment_id, i.response_id): i.label
-            for i in AssignmentItem.objects.filter(assignment_id__in=list(assignments))
-        }
-        for pk, a in assignments.items():
-            parts = sorted(
-                (labels.get(key, "?"), seconds)
-                for key, seconds in per_response.items()
-                if key[0] == pk
-            )
-            rows.append({"assignment": a, "responses": parts})
+    rows = time_on_task_rows(study=study, limit=TIME_ROWS_SHOWN) if study is not None else []
     return render(
         request,
         "annotation/manage/time_on_task.html",
-        {"study": study, "rows": rows, "studies": Study.objects.all(), "shown": TIME_ROWS_SHOWN},
+        {"study": study, "rows": rows, "studies": study_choices(), "shown": TIME_ROWS_SHOWN},
     )

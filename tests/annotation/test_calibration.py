@@ -458,6 +458,31 @@ def test_admin_types_reference_scores_on_the_training_page(training_study, clien
     assert ReferenceScore.objects.get(response=response, attribute=attribute).value == 4
 
 
+def test_reference_grid_refuses_a_field_that_is_no_practice_cell(
+    training_study, client, admin_member
+):
+    client.force_login(admin_member)
+    url = reverse("annotation:manage_training")
+    attribute = training_study.rubric.attributes.order_by("position").first()
+    practice = Response.objects.filter(conversation__external_id="c0").order_by("id").first()
+    real = Response.objects.filter(conversation__external_id="c1").order_by("id").first()
+    assert practice.conversation.practice and not real.conversation.practice
+    refused = client.post(
+        url,
+        {
+            "study": training_study.pk,
+            "action": "references",
+            f"ref-{practice.pk}-{attribute.pk}": "4",
+            f"ref-{real.pk}-{attribute.pk}": "4",
+            "ref-x-1": "4",
+        },
+    )
+    page = refused.content.decode()
+    assert refused.status_code == 422
+    assert f"ref-{real.pk}-{attribute.pk}" in page and "ref-x-1" in page
+    assert not ReferenceScore.objects.filter(attribute=attribute).exists()
+
+
 def test_researcher_may_analyse_the_latest_ratings_instead(
     retest_study, clinician, client, researcher
 ):
