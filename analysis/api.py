@@ -45,12 +45,12 @@ from analysis.api_params import (
     PageQuery,
     QuerySerializer,
 )
-from analysis.downloads import csv_attachment
 from analysis.models import ExportLog, RaterCode
 from analysis.pseudonyms import RaterLabels, identified_check
 from analysis.selectors import Filters, ReportParams, StudyReport, ratings_stamp, study_report
 from analysis.services import export_log_create, ratings_export_start
 from annotation.analysed import analysed_ratings_q
+from annotation.csvsafe import csv_attachment
 from annotation.models import LabelAnnotation, Rater, Rating, Score, Study
 from annotation.roles import can_read_analysis
 

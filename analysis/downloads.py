@@ -1,45 +1,26 @@
-"""CSV downloads, built one way for every page and API endpoint that offers one.
+"""Researchers' CSV downloads from the web pages, recorded in the export audit log.
 
-Every cell goes through annotation.csvsafe (a cell starting with =, +, - or @ is not run as a
-formula by a spreadsheet), and every download a researcher makes is in the export audit log.
-A released study is a zip of such files (analysis/release.py): `zip_attachment`.
+The file itself is annotation.csvsafe's (every cell safe to open in a spreadsheet, one
+Content-Disposition): this module adds the audit log. A released study is a zip of such files
+(analysis/release.py): `zip_attachment`.
 """
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, Any, overload
+from collections.abc import Iterable, Sequence
+from typing import IO, Any
 
 import pandas as pd
 from django.contrib.auth.models import AnonymousUser, User
-from django.http import FileResponse, HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, HttpResponse
 
-from annotation.csvsafe import frame_csv, safe_writer
+from annotation.csvsafe import attachment_disposition, csv_attachment, csv_text, frame_csv
 from annotation.models import Study
 
 from .models import ExportLog
 from .services import export_log_create, export_log_finish
 
-CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
 ZIP_CONTENT_TYPE = "application/zip"
-
-
-@overload
-def csv_attachment(body: str, *, filename: str) -> HttpResponse: ...
-@overload
-def csv_attachment(body: Iterator[str], *, filename: str) -> StreamingHttpResponse: ...
-def csv_attachment(
-    body: str | Iterator[str], *, filename: str
-) -> HttpResponse | StreamingHttpResponse:
-    """A CSV file to save: a whole body, or chunks streamed as they are produced."""
-    response: HttpResponse | StreamingHttpResponse
-    if isinstance(body, str):
-        response = HttpResponse(body, content_type=CSV_CONTENT_TYPE)
-    else:
-        response = StreamingHttpResponse(body, content_type=CSV_CONTENT_TYPE)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
 
 
 def table_download(
@@ -75,16 +56,13 @@ def rows_download(
         user=user, study=study, channel=ExportLog.Channel.WEB, what=what, params=params
     )
     rows = list(rows)
-    buffer = io.StringIO()
-    writer = safe_writer(buffer)
-    writer.writerow(header)
-    writer.writerows(rows)
+    body = csv_text(header, rows)
     export_log_finish(log=log, rows=len(rows))
-    return csv_attachment(buffer.getvalue(), filename=filename)
+    return csv_attachment(body, filename=filename)
 
 
 def zip_attachment(archive: IO[bytes], *, filename: str) -> FileResponse:
     """A zip file to save, streamed from an open file that is closed once sent."""
     response = FileResponse(archive, content_type=ZIP_CONTENT_TYPE)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Content-Disposition"] = attachment_disposition(filename)
     return response

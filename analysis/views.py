@@ -25,12 +25,13 @@ from analysis import charts
 from analysis.distortion_selectors import consensus_export_rows, distortion_report
 from analysis.distortions.evaluation import kappa_f1_report
 from analysis.distortions.predictions_csv import read_predictions_csv
-from analysis.downloads import csv_attachment, rows_download, table_download
+from analysis.downloads import rows_download, table_download
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
 from analysis.models import ExportLog
 from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import StudyReport, filter_choices, study_report
 from analysis.services import ratings_export_start
+from annotation.csvsafe import csv_attachment
 from annotation.models import Study
 from annotation.roles import ADMIN, RESEARCHER, role_required
 

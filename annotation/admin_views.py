@@ -3,19 +3,22 @@
 Admins only (staff or the admin group); every write goes through a service.
 """
 
+from collections.abc import Iterator
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_POST
 
-from .csvsafe import safe_writer
+from .csvsafe import csv_attachment, csv_text
 from .forms import AssignForm, ClinicianSampleForm, InviteForm, RaterChoiceForm
-from .models import Assignment, Study
+from .models import Assignment, LabelChange, RatingChange, Study
 from .roles import ADMIN, AuthenticatedHttpRequest, manageable_users, role_required
 from .selectors import (
     assignments_for_admin,
@@ -196,6 +199,47 @@ def reset_link(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
 
 AUDIT_PAGE_SIZE = 50
 
+LABEL_CHANGE_HEADER = (
+    "changed_at", "changed_by", "study", "conversation", "rater", "field", "old", "new",
+)  # fmt: skip
+RATING_CHANGE_HEADER = (
+    "changed_at", "changed_by", "study", "conversation", "rater", "responder", "response_id",
+    "attribute", "field", "old_value", "new_value",
+)  # fmt: skip
+
+
+def _label_change_rows(changes: QuerySet[LabelChange]) -> Iterator[list[object]]:
+    for c in changes.iterator(chunk_size=2000):
+        conversation = c.annotation.conversation
+        yield [
+            c.changed_at.isoformat(),
+            c.changed_by.get_username() if c.changed_by else "",
+            conversation.study.name,
+            conversation.external_id,
+            c.annotation.rater.name,
+            c.field,
+            c.old_value,
+            c.new_value,
+        ]
+
+
+def _rating_change_rows(changes: QuerySet[RatingChange]) -> Iterator[list[object]]:
+    for c in changes.iterator(chunk_size=2000):
+        response = c.rating.response
+        yield [
+            c.changed_at.isoformat(),
+            c.changed_by.get_username() if c.changed_by else "",
+            response.conversation.study.name,
+            response.conversation.external_id,
+            c.rating.rater.name,
+            response.responder.key,
+            response.pk,
+            c.attribute.name if c.attribute else "",
+            c.field,
+            c.old_value,
+            c.new_value,
+        ]
+
 
 @role_required(ADMIN)
 def audit(request: HttpRequest) -> HttpResponse:
@@ -203,64 +247,11 @@ def audit(request: HttpRequest) -> HttpResponse:
     changes = rating_changes(study=study)
     labels = label_changes(study=study)
     if request.GET.get("format") == "labels-csv":
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="label-changes.csv"'
-        writer = safe_writer(response)
-        writer.writerow(
-            ["changed_at", "changed_by", "study", "conversation", "rater", "field", "old", "new"]
-        )
-        for c in labels.iterator(chunk_size=2000):
-            conversation = c.annotation.conversation
-            writer.writerow(
-                [
-                    c.changed_at.isoformat(),
-                    c.changed_by.get_username() if c.changed_by else "",
-                    conversation.study.name,
-                    conversation.external_id,
-                    c.annotation.rater.name,
-                    c.field,
-                    c.old_value,
-                    c.new_value,
-                ]
-            )
-        return response
+        body = csv_text(LABEL_CHANGE_HEADER, _label_change_rows(labels))
+        return csv_attachment(body, filename="label-changes.csv")
     if request.GET.get("format") == "csv":
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="rating-changes.csv"'
-        writer = safe_writer(response)
-        writer.writerow(
-            [
-                "changed_at",
-                "changed_by",
-                "study",
-                "conversation",
-                "rater",
-                "responder",
-                "response_id",
-                "attribute",
-                "field",
-                "old_value",
-                "new_value",
-            ]
-        )
-        for c in changes.iterator(chunk_size=2000):
-            response_ = c.rating.response
-            writer.writerow(
-                [
-                    c.changed_at.isoformat(),
-                    c.changed_by.get_username() if c.changed_by else "",
-                    response_.conversation.study.name,
-                    response_.conversation.external_id,
-                    c.rating.rater.name,
-                    response_.responder.key,
-                    response_.pk,
-                    c.attribute.name if c.attribute else "",
-                    c.field,
-                    c.old_value,
-                    c.new_value,
-                ]
-            )
-        return response
+        body = csv_text(RATING_CHANGE_HEADER, _rating_change_rows(changes))
+        return csv_attachment(body, filename="rating-changes.csv")
     return render(
         request,
         "annotation/admin_audit.html",

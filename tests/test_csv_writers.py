@@ -19,6 +19,8 @@ WRITERS = re.compile(
     r"|\.to_csv\s*\("
     r"|\bfrom\s+csv\s+import\s+[^\n]*\b(writer|DictWriter)\b"
 )
+# A CSV response built by hand would skip the one Content-Disposition and content type.
+CSV_RESPONSE = re.compile(r"""content_type\s*=\s*["']text/csv""")
 COPY_CSV = re.compile(r"\bTO\b[^\n]*\bFORMAT\s+csv", re.IGNORECASE)  # writing, not COPY FROM
 
 
@@ -49,6 +51,10 @@ def test_no_csv_is_written_outside_the_one_writer():
     assert offenders(WRITERS, {THE_WRITER}) == []
 
 
+def test_csv_responses_come_from_the_one_writer():
+    assert offenders(CSV_RESPONSE, {THE_WRITER}) == []
+
+
 def test_only_the_copy_export_has_postgres_write_csv():
     assert offenders(COPY_CSV, COPY_EXPORT) == []
 
@@ -63,4 +69,5 @@ def test_the_scan_finds_what_it_looks_for():
     ):
         assert WRITERS.search(line), line
     assert WRITERS.search("csv.reader(f)") is None
+    assert CSV_RESPONSE.search('HttpResponse(content_type="text/csv")')
     assert offenders(WRITERS, set()) != []  # csvsafe itself is found when not allowed
