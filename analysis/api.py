@@ -17,12 +17,11 @@ and the server read; pages, errors and their schema are analysis/api_contract.py
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -45,20 +44,23 @@ from analysis.api_params import (
     PageQuery,
     QuerySerializer,
 )
-from analysis.models import ExportLog, RaterCode
+from analysis.api_selectors import (
+    label_annotations_listed,
+    rating_rows,
+    ratings_listed,
+    studies_listed,
+    study_or_none,
+)
+from analysis.models import ExportLog
 from analysis.pseudonyms import RaterLabels, identified_check
 from analysis.selectors import Filters, ReportParams, StudyReport, ratings_stamp, study_report
 from analysis.services import export_log_create, ratings_export_start
-from annotation.analysed import analysed_ratings_q
 from annotation.csvsafe import csv_attachment
-from annotation.models import LabelAnnotation, Rater, Rating, Score, Study
+from annotation.models import LabelAnnotation, Rating, Study
 from annotation.roles import can_read_analysis
 
 if TYPE_CHECKING:
     import pandas as pd
-
-# The models whose serializers and lists show raters pseudonymously.
-_Rated = TypeVar("_Rated", Rating, LabelAnnotation)
 
 
 class IsResearcher(permissions.BasePermission):
@@ -123,29 +125,6 @@ class PseudonymousFields(serializers.Serializer[_Shown]):
 
     def get_updated_at(self, obj: _Shown) -> str:
         return self._time(self._stamp(obj, "updated_at"))
-
-
-# A rating as the API serves it, read with values(): at 1,000 ratings a page, building the
-# model instances (19,000 with the scores and their attributes) was most of the answer's time.
-RATING_COLUMNS = (
-    "id", "response__conversation__study_id", "response__conversation__external_id",
-    "response_id", "response__responder__key", "rater_id", "rater__name", "rater__kind",
-    "run_id", "repeat", "status", "source", "rationale", "created_at", "updated_at",
-)  # fmt: skip
-
-
-def rating_rows(ids: Sequence[int]) -> list[dict[str, Any]]:
-    """The ratings `ids`, in that order, as dicts of RATING_COLUMNS plus "scores" (attribute
-    name → value, in rubric order): two queries whatever the page's size."""
-    rows = {row["id"]: row for row in Rating.objects.filter(pk__in=ids).values(*RATING_COLUMNS)}
-    scores: dict[int, dict[str, int]] = {pk: {} for pk in rows}
-    for rating_id, attribute, value in (
-        Score.objects.filter(rating_id__in=ids)
-        .order_by("rating_id", "attribute__position")
-        .values_list("rating_id", "attribute__name", "value")
-    ):
-        scores[rating_id][attribute] = value
-    return [{**rows[pk], "scores": scores[pk]} for pk in ids if pk in rows]
 
 
 class RatingSerializer(PseudonymousFields[dict[str, Any]]):
@@ -293,12 +272,7 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
     }
 
     def get_queryset(self) -> QuerySet[Study]:
-        return (
-            Study.objects.annotate(n_conversations=Count("conversations"))
-            .select_related("rubric")
-            .prefetch_related("rubric__attributes")
-            .order_by("name")
-        )
+        return studies_listed()
 
     @extend_schema(
         parameters=[OpenApiParameter("table", str, OpenApiParameter.PATH, enum=list(TABLES))],
@@ -386,35 +360,6 @@ class RatedPageQuery(RatedQuery, PageQuery):
     pass
 
 
-def _filtered(
-    queryset: QuerySet[_Rated], q: dict[str, Any], *, study_field: str, identified: bool
-) -> QuerySet[_Rated]:
-    """The list filters both viewsets share: study, rater and status."""
-    if q.get("study") is not None:
-        queryset = queryset.filter(**{study_field: q["study"]})
-    if q.get("rater"):
-        if identified:
-            queryset = queryset.filter(rater__name=q["rater"])
-        else:
-            # Judges by name, clinicians only by their code in the rating's own study: a name
-            # must not be usable to probe whether a person rated.
-            code = RaterCode.objects.filter(
-                rater_id=OuterRef("rater_id"), study_id=OuterRef(study_field), code=q["rater"]
-            )
-            queryset = queryset.filter(
-                Q(rater__kind=Rater.Kind.JUDGE, rater__name=q["rater"]) | Exists(code)
-            )
-    if q.get("status"):
-        if q["status"] == Rating.Status.DRAFT and not identified:
-            raise PermissionDenied(
-                "drafts are a clinician's unfinished work: they are served only with "
-                "identified=1, to admins and holders of the identities permission"
-            )
-        return queryset.filter(status=q["status"])
-    # A draft is a clinician's unfinished work: only on explicit, identified request.
-    return queryset.exclude(status=Rating.Status.DRAFT)
-
-
 if TYPE_CHECKING:
     # What the mixin is mixed into (for its self.request and super() calls).
     _ListViewSet = viewsets.GenericViewSet[Any]
@@ -437,6 +382,23 @@ class PseudonymousListMixin(ContractMixin, _ListViewSet):
             self._identified = wanted
         return self._identified
 
+    def list_filters(self) -> dict[str, Any]:
+        """The query's study, rater and status, as the list selectors take them. Drafts are a
+        clinician's unfinished work: asked for without identified=1, the answer is 403."""
+        status = self.query.get("status") or None
+        identified = self.identified()
+        if status == Rating.Status.DRAFT and not identified:
+            raise PermissionDenied(
+                "drafts are a clinician's unfinished work: they are served only with "
+                "identified=1, to admins and holders of the identities permission"
+            )
+        return {
+            "study": self.query.get("study"),
+            "rater": self.query.get("rater") or None,
+            "status": status,
+            "identified": identified,
+        }
+
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # Authentication, permissions and the query's validation first.
         super().initial(request, *args, **kwargs)
@@ -444,7 +406,7 @@ class PseudonymousListMixin(ContractMixin, _ListViewSet):
             study = self.query.get("study")
             export_log_create(
                 user=request.user,
-                study=Study.objects.filter(pk=study).first() if study is not None else None,
+                study=study_or_none(study_id=study),
                 channel=ExportLog.Channel.API,
                 what=self.audit_what,
                 params={**dict(request.query_params.lists()), "path": request.path},
@@ -469,14 +431,7 @@ class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet[Rating]
         """The ratings listed (filters and order only: the rows are rating_rows')."""
         if getattr(self, "swagger_fake_view", False):  # drf-spectacular reads the model only
             return Rating.objects.none()
-        # Study data only: practice and test-retest repeat ratings are not listed.
-        ratings = Rating.objects.filter(analysed_ratings_q()).order_by("id")
-        return _filtered(
-            ratings,
-            self.query,
-            study_field="response__conversation__study_id",
-            identified=self.identified(),
-        )
+        return ratings_listed(**self.list_filters())
 
     def page_load(self, ids: list[int]) -> list[dict[str, Any]]:
         """A page's rows (ApiPagination hands over the page's ids)."""
@@ -501,10 +456,4 @@ class LabelAnnotationViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSe
     def get_queryset(self) -> QuerySet[LabelAnnotation]:
         if getattr(self, "swagger_fake_view", False):  # drf-spectacular reads the model only
             return LabelAnnotation.objects.none()
-        annotations = LabelAnnotation.objects.select_related("conversation", "rater").order_by("id")
-        return _filtered(
-            annotations,
-            self.query,
-            study_field="conversation__study_id",
-            identified=self.identified(),
-        )
+        return label_annotations_listed(**self.list_filters())
