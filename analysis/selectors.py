@@ -621,6 +621,11 @@ def _study_report_build(
     )
 
 
+def studies_with_sizes() -> list[Study]:
+    """Every study by name, each with its number of conversations (``n_conversations``)."""
+    return list(Study.objects.annotate(n_conversations=Count("conversations")).order_by("name"))
+
+
 def rouge_tables(
     *, study: Study, df: pd.DataFrame, attributes: list[str]
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from django.conf import settings
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.text import slugify
@@ -29,7 +28,7 @@ from analysis.downloads import rows_download, table_download
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
 from analysis.models import ExportLog
 from analysis.pseudonyms import identified_check, identified_requested
-from analysis.selectors import StudyReport, filter_choices, study_report
+from analysis.selectors import StudyReport, filter_choices, studies_with_sizes, study_report
 from analysis.services import ratings_export_start
 from annotation.csvsafe import csv_attachment
 from annotation.models import Study
@@ -215,8 +214,7 @@ def _filter_errors(form: ReportFilterForm) -> list[str]:
 @require_GET
 @role_required(RESEARCHER)
 def study_list(request: HttpRequest) -> HttpResponse:
-    studies = Study.objects.annotate(n_conversations=Count("conversations")).order_by("name")
-    return render(request, "analysis/study_list.html", {"studies": studies})
+    return render(request, "analysis/study_list.html", {"studies": studies_with_sizes()})
 
 
 @require_GET

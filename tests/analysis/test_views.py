@@ -39,6 +39,13 @@ def test_anonymous_is_sent_to_login(client, urls):
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
+def test_study_list_names_each_study_with_its_conversations(client, researcher, urls, small_study):
+    client.force_login(researcher)
+    html = client.get(urls["list"]).content.decode()
+    n = small_study.study.conversations.count()
+    assert small_study.study.name in html and f"<td>{n}</td>" in html
+
+
 def test_researcher_sees_the_dashboard_with_charts_and_tables(client, researcher, urls):
     client.force_login(researcher)
     response = client.get(urls["dashboard"])
