@@ -39,10 +39,11 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from scoring.label_parsing import parse_label_output
+from scoring.parsing import parse_judge_output
+
 from . import batch_providers, providers, services
-from .label_parsing import parse_label_output
 from .models import ModelEndpoint, ProviderBatch, Run, RunItem
-from .parsing import parse_judge_output
 from .services.engine import cut_off_reason
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ import pytest
 
 from analysis import distortions as d
 from analysis import stats
-from judging.label_parsing import OTHERS
 from judging.prompts import NO_DISTORTION
+from scoring.distortions import OTHERS
 
 sk_metrics = pytest.importorskip("sklearn.metrics")
 sm_irr = pytest.importorskip("statsmodels.stats.inter_rater")
