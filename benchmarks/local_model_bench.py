@@ -174,7 +174,7 @@ def main() -> None:
                     parallel_tasks=1,
                     max_output_attempts=1,
                 )
-            plan = services._Plan.load(run)
+            plan = services.RunPlan.load(run)
             items = RunItem.objects.filter(run=run).select_related("response__conversation")
             texts = [services.item_messages(item=item, rubric=plan.rubric) for item in items]
             names = [a["name"] for a in plan.rubric]
