@@ -87,8 +87,9 @@ def _peak_mb() -> float:
 
 def phase_batch(study_id: int, endpoint_id: int) -> dict:
     from annotation.models import Rating, Score
-    from judging import batch_providers, services
+    from judging import services
     from judging.models import ModelEndpoint, ProviderBatch, Run
+    from judging.providers import batch as batch_providers
     from judging.services import batch
 
     endpoint = ModelEndpoint.objects.get(id=endpoint_id)

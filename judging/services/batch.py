@@ -41,8 +41,9 @@ from django.utils import timezone
 from scoring.label_parsing import parse_label_output
 from scoring.parsing import parse_judge_output
 
-from .. import batch_providers, providers
+from .. import providers
 from ..models import ModelEndpoint, ProviderBatch, Run, RunItem
+from ..providers import batch as batch_providers
 from .claims import items_bill
 from .engine import (
     ENDPOINT_BROKEN_STATUSES,

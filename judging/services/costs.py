@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from annotation.selectors import study_distortion_labels, study_rubric
 
-from .. import batch_providers, providers
+from .. import providers
 from ..models import ModelEndpoint, Run
 from ..prompts import labelling_messages
+from ..providers import batch as batch_providers
 from .engine import JUDGE_MAX_TOKENS
 from .launch import LABELLING_MAX_TOKENS, endpoint_config, judge_targets
 

@@ -18,9 +18,10 @@ import pytest
 from django.db import connection, transaction
 
 from annotation.models import Rating, Score
-from judging import batch_providers, selectors, services
+from judging import selectors, services
 from judging.models import ProviderBatch, Run, RunItem
 from judging.prompts import DEFAULT_RUBRIC
+from judging.providers import batch as batch_providers
 from judging.services import batch, costs
 from tests.fakes.llm_server import scenario
 
