@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import tempfile
 import uuid
@@ -58,11 +57,9 @@ from .storage import Outcome, Result
 
 logger = logging.getLogger(__name__)
 
-# Results stored per transaction: small enough that a killed poller loses little, large enough
-# that 100,000 results take a few dozen round trips per table.
-STORE_CHUNK = int(os.environ.get("JUDGING_BATCH_STORE_CHUNK", "5000"))
-# A batch still "building" this long after it was created belonged to a submitter that died.
-BUILD_LEASE_SECONDS = float(os.environ.get("JUDGING_BATCH_BUILD_LEASE_SECONDS", "900"))
+# Read from settings once (settings.py says what they are); tests patch these attributes.
+STORE_CHUNK: int = settings.JUDGING_BATCH_STORE_CHUNK
+BUILD_LEASE_SECONDS: float = settings.JUDGING_BATCH_BUILD_LEASE_SECONDS
 _CUSTOM_ID = re.compile(r"^i(\d+)-a(\d+)$")
 
 

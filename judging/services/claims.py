@@ -6,11 +6,11 @@ what it will not finish. A claim older than the lease belonged to a dead worker.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# A running item whose heartbeat is older than this belonged to a worker that died.
-LEASE_SECONDS = float(os.environ.get("JUDGING_LEASE_SECONDS", "60"))
+# A running item whose heartbeat is older than this belonged to a worker that died. Read from
+# settings once; tests patch this attribute.
+LEASE_SECONDS: float = settings.JUDGING_LEASE_SECONDS
 # A worker that dies this many times on the same item (an item that crashes workers) gives up.
 MAX_CLAIMS = 5
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -56,7 +55,7 @@ RETRY_BASE_DELAY = 0.5  # seconds before the first retry; doubles each time (tes
 UNLIMITED_RATE = 100_000.0  # requests/s when the run sets no rate limit
 # How long a run loop waits out a database that went away (a PostgreSQL restart) before it
 # gives up and leaves its items to the sweeper.
-DB_OUTAGE_SECONDS = float(os.environ.get("JUDGING_DB_OUTAGE_SECONDS", "120"))
+DB_OUTAGE_SECONDS: float = settings.JUDGING_DB_OUTAGE_SECONDS
 # 401/403/404 mean the endpoint itself is wrong (key, model name): stop the run, fail nothing.
 ENDPOINT_BROKEN_STATUSES = frozenset({401, 403, 404})
 JUDGE_MAX_TOKENS = 1024
@@ -214,8 +213,7 @@ def _limiter(plan: RunPlan) -> LocalRateLimiter | RedisRateLimiter:
     rate = plan.rate_limit or UNLIMITED_RATE
     # A set limit spaces requests evenly (no bursts); without one only 429 pauses matter.
     burst = 1 if plan.rate_limit else max(1, plan.concurrency)
-    # JUDGING_RATELIMIT_REDIS_URL lets tests keep their limiter keys in a Redis db of their own.
-    redis_url = os.environ.get("JUDGING_RATELIMIT_REDIS_URL") or getattr(settings, "REDIS_URL", "")
+    redis_url = settings.JUDGING_RATELIMIT_REDIS_URL
     if redis_url:
         # One budget and one 429 pause per endpoint, shared by every worker process.
         return RedisRateLimiter(
