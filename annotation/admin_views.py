@@ -28,7 +28,6 @@ from .selectors import (
     rating_changes,
 )
 from .services import (
-    assignment_is_stale,
     assignment_reassign,
     assignment_reclaim,
     assignments_create,
@@ -54,7 +53,7 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
     # A page, not a dump: a large study's assignments are many thousands of rows.
     assignments = list(assignments_for_admin(study=study)[:ASSIGNMENTS_SHOWN])
     for a in assignments:
-        a.stale = assignment_is_stale(a)
+        a.stale = a.is_stale
     context = {
         "studies": Study.objects.all(),
         "study": study,

@@ -1,11 +1,11 @@
 """Time on task: active seconds per conversation (measured) and per response (estimated).
 
 Per conversation, `Assignment.active_seconds` is measured while the page is open and in use
-(autosaves and heartbeats, capped gaps; see services._touch). Per response there is no direct
-measure, so the conversation's active time is shared out over its responses in proportion to
-the time between consecutive edits in the audit trail (RatingChange): the gap before an edit
-counts towards the response edited, gaps longer than GAP_CAP_SECONDS count as GAP_CAP_SECONDS
-(a pause, not work). The shares sum to the conversation's active time.
+(autosaves and heartbeats, capped gaps; see services.rating.assignment_touch). Per response
+there is no direct measure, so the conversation's active time is shared out over its responses
+in proportion to the time between consecutive edits in the audit trail (RatingChange): the gap
+before an edit counts towards the response edited, gaps longer than GAP_CAP_SECONDS count as
+GAP_CAP_SECONDS (a pause, not work). The shares sum to the conversation's active time.
 """
 
 from __future__ import annotations

@@ -87,8 +87,10 @@ def _peak_mb() -> float:
 
 def phase_batch(study_id: int, endpoint_id: int) -> dict:
     from annotation.models import Rating, Score
-    from judging import batch, batch_providers, services
+    from judging import services
     from judging.models import ModelEndpoint, ProviderBatch, Run
+    from judging.providers import batch as batch_providers
+    from judging.services import batch
 
     endpoint = ModelEndpoint.objects.get(id=endpoint_id)
     started = time.perf_counter()
@@ -152,7 +154,7 @@ def phase_batch(study_id: int, endpoint_id: int) -> dict:
 
 
 def phase_poll(batch_id: int) -> dict:
-    from judging import batch
+    from judging.services import batch
 
     stored = batch.batch_poll(batch_id=batch_id, force=True)
     return {"peak_mb": round(_peak_mb(), 1), "stored": stored}

@@ -105,8 +105,9 @@ def main() -> None:
 
     from annotation.models import Conversation, Rater, Rating, Response, Score
     from annotation.responders import KNOWN_RESPONDERS
+    from annotation.selectors import study_rubric
     from annotation.services import responders_ensure, study_get_or_create
-    from judging import providers, services
+    from judging import prompts, providers, services
     from judging.models import ModelEndpoint, Run
     from scoring.parsing import parse_judge_output
 
@@ -159,7 +160,7 @@ def main() -> None:
         )
 
         # ------------------------------------------------------------ sequential baseline
-        rubric = services.study_rubric(study_id=study.id)
+        rubric = study_rubric(study_id=study.id)
         names = [a["name"] for a in rubric]
         attribute_ids = {a["name"]: a["id"] for a in rubric}
         config = services.endpoint_config(endpoint)
@@ -171,7 +172,7 @@ def main() -> None:
         )
 
         async def one(client, response):
-            system, user = services.prompts.judge_messages(
+            system, user = prompts.judge_messages(
                 response.conversation.context, response.text, rubric
             )
             return await providers.complete_with_retries(

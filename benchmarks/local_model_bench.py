@@ -53,13 +53,13 @@ async def _direct(config, prompts, *, concurrency: int, max_tokens: int, schema,
     rule for an answer the token limit cut off (invalid, whatever the parser reads from it)."""
     import openai
 
-    from judging.providers import _openai_structured
+    from judging.providers import openai_structured
     from scoring.parsing import parse_judge_output
 
     client = openai.AsyncOpenAI(
         base_url=config.base_url, api_key="EMPTY", timeout=config.timeout, max_retries=0
     )
-    extra = _openai_structured(config, schema)
+    extra = openai_structured(config, schema)
     gate = asyncio.Semaphore(concurrency)
     results: list[tuple[bool, str, int]] = []
 
@@ -174,7 +174,7 @@ def main() -> None:
                     parallel_tasks=1,
                     max_output_attempts=1,
                 )
-            plan = services._Plan.load(run)
+            plan = services.RunPlan.load(run)
             items = RunItem.objects.filter(run=run).select_related("response__conversation")
             texts = [services.item_messages(item=item, rubric=plan.rubric) for item in items]
             names = [a["name"] for a in plan.rubric]

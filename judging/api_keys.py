@@ -137,6 +137,16 @@ def api_key_decrypt(*, stored: str) -> str:
 # ------------------------------------------------------------------------------ call time
 
 
+def environment_value(name: str) -> str | None:
+    """The value of the environment variable `name` on this worker, None when unset.
+
+    The one read of the environment outside settings.py: the variable is named by an admin at
+    run time (an endpoint's api_key_env), so no setting can hold it. Callers check the name
+    against the operator's rule first (`key_env_refusal`).
+    """
+    return os.environ.get(name)
+
+
 def endpoint_api_key(*, endpoint: ModelEndpoint) -> str:
     """The key to send for `endpoint`, or "" when it has none (providers.sdk_api_key then sends
     a placeholder to a server that needs no key, or refuses: never a variable nobody named).
@@ -152,7 +162,7 @@ def endpoint_api_key(*, endpoint: ModelEndpoint) -> str:
         if endpoint.api_key:
             return api_key_decrypt(stored=endpoint.api_key)
         if endpoint.api_key_env:
-            value = os.environ.get(endpoint.api_key_env) or None
+            value = environment_value(endpoint.api_key_env) or None
             if value is None:
                 raise ApiKeyError(
                     f"the environment variable {endpoint.api_key_env} named as its API key is "

@@ -100,9 +100,8 @@ def server_command(
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--port", type=int, default=int(os.environ.get("LOCAL_MODEL_PORT", 0) or DEFAULT_PORT)
-    )
+    # bin/local-model (and bin/up through it) passes LOCAL_MODEL_PORT here.
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--context", type=int, default=DEFAULT_CONTEXT)

@@ -60,11 +60,6 @@ LIKERT_LEVEL_NAMES: dict[int, str] = {
     1: "Very Poor",
 }
 
-GROUP_NAMES: dict[str, str] = {
-    "CSS": "Cognitive Support Score",
-    "ARS": "Affective Resonance Score",
-}
-
 # The seed rubric lives in the shared vocabulary (scoring/); prompts render whatever rubric a
 # study uses.
 DEFAULT_RUBRIC: list[dict[str, Any]] = DEFAULT_ATTRIBUTES

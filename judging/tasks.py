@@ -7,7 +7,8 @@ dies is recovered from the database (stale claims, the sweeper), not by redelive
 from celery import shared_task
 from celery.signals import worker_ready
 
-from . import batch, services
+from . import services
+from .services import batch
 
 
 @shared_task(ignore_result=True)

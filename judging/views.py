@@ -17,9 +17,10 @@ from django.views.decorators.http import require_POST
 
 from annotation.roles import ADMIN, role_required
 
-from . import batch, selectors, services
+from . import selectors, services
 from .forms import GenerationRunForm, JudgeRunForm, LabellingRunForm, PreviewForm
 from .models import Run
+from .services import costs
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
@@ -91,7 +92,7 @@ def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
         try:
             if kind != Run.Kind.GENERATION:
                 # The admin sees the estimate for both modes before anything is launched.
-                estimate = batch.launch_estimate(
+                estimate = costs.launch_estimate(
                     kind=kind,
                     study_id=data["study"].id,
                     endpoint=data["endpoint"],
@@ -111,13 +112,13 @@ def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
                 run = services.judge_run_create(
                     study_id=data.pop("study").id, created_by=request.user, **data
                 )
-                batch.run_record_estimate(run_id=run.pk, estimate=estimate or {})
+                costs.run_record_estimate(run_id=run.pk, estimate=estimate or {})
                 return redirect("judging:run", pk=run.pk)
             if kind == Run.Kind.LABELLING:
                 run = services.labelling_run_create(
                     study_id=data.pop("study").id, created_by=request.user, **data
                 )
-                batch.run_record_estimate(run_id=run.pk, estimate=estimate or {})
+                costs.run_record_estimate(run_id=run.pk, estimate=estimate or {})
                 return redirect("judging:run", pk=run.pk)
             launched = services.generation_runs_create(
                 study_id=data.pop("study").id,

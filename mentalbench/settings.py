@@ -41,6 +41,16 @@ def envint(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
 
 
+def envfloat(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+
+
 def envlist(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if value is None:
@@ -318,6 +328,15 @@ if JUDGING_SWEEP_SECONDS < 1:
         f"JUDGING_SWEEP_SECONDS must be at least 1, got {JUDGING_SWEEP_SECONDS}"
     )
 
+# Run loops (docs/judging.md): a running item whose heartbeat is older than the lease belonged
+# to a worker that died and is claimed again; a loop waits out a database that went away (a
+# PostgreSQL restart) this long before it leaves its items to the sweeper.
+JUDGING_LEASE_SECONDS = envfloat("JUDGING_LEASE_SECONDS", 60.0)
+JUDGING_DB_OUTAGE_SECONDS = envfloat("JUDGING_DB_OUTAGE_SECONDS", 120.0)
+# The Redis that holds the per-endpoint rate limits, shared by every worker (tests give it a db
+# of its own); without one each process limits itself.
+JUDGING_RATELIMIT_REDIS_URL = os.environ.get("JUDGING_RATELIMIT_REDIS_URL") or REDIS_URL
+
 # Batch mode (provider batch interfaces): the providers' own limits per request file, and how
 # often Celery beat polls open batches (each batch backs off from the first interval to the last).
 JUDGING_BATCH_LIMITS = {
@@ -334,6 +353,20 @@ JUDGING_BATCH_LIMITS = {
 }
 JUDGING_BATCH_POLL_SECONDS = envint("JUDGING_BATCH_POLL_SECONDS", 30)
 JUDGING_BATCH_POLL_MAX_SECONDS = envint("JUDGING_BATCH_POLL_MAX_SECONDS", 600)
+# Results of an ended batch stored per transaction: small enough that a killed poller loses
+# little, large enough that 100,000 results take a few dozen round trips per table.
+JUDGING_BATCH_STORE_CHUNK = envint("JUDGING_BATCH_STORE_CHUNK", 5000)
+# A batch still "building" this long after it was created belonged to a submitter that died.
+JUDGING_BATCH_BUILD_LEASE_SECONDS = envfloat("JUDGING_BATCH_BUILD_LEASE_SECONDS", 900.0)
+for _name in (
+    "JUDGING_LEASE_SECONDS",
+    "JUDGING_DB_OUTAGE_SECONDS",
+    "JUDGING_BATCH_STORE_CHUNK",
+    "JUDGING_BATCH_BUILD_LEASE_SECONDS",
+):
+    if not globals()[_name] > 0:  # also refuses nan
+        raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be positive")
+del _name
 
 CACHES = {
     "default": (
@@ -393,6 +426,14 @@ for _position, _key in enumerate(MENTALBENCH_ENCRYPTION_KEYS, start=1):
             "base64-encoded bytes); make one with: python -c 'from cryptography.fernet import "
             "Fernet; print(Fernet.generate_key().decode())'"
         ) from None
+
+# The first admin, created once by `manage.py create_admin` (docker-compose runs it); nothing
+# when both are unset. The password meets AUTH_PASSWORD_VALIDATORS or is refused.
+MENTALBENCH_ADMIN_USERNAME = os.environ.get("MENTALBENCH_ADMIN_USERNAME", "").strip()
+MENTALBENCH_ADMIN_PASSWORD = os.environ.get("MENTALBENCH_ADMIN_PASSWORD", "")
+MENTALBENCH_ADMIN_EMAIL = os.environ.get("MENTALBENCH_ADMIN_EMAIL", "")
+# The demo accounts' password (`manage.py seed_demo`).
+DEMO_PASSWORD = os.environ.get("DEMO_PASSWORD", "mentalbench-demo")
 
 # Where the released MentalAlign-70k files and the paper tables live on the team's machines
 # (../shared beside the checkout). Only tests and the README's optional import read it.

@@ -131,6 +131,20 @@ def test_single_sign_on_over_plain_http_stops_start_up():
     assert result.returncode != 0 and "must start with https://" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("JUDGING_LEASE_SECONDS", "soon", "JUDGING_LEASE_SECONDS='soon' is not a number"),
+        ("JUDGING_DB_OUTAGE_SECONDS", "nan", "JUDGING_DB_OUTAGE_SECONDS=nan must be positive"),
+        ("JUDGING_BATCH_STORE_CHUNK", "0", "JUDGING_BATCH_STORE_CHUNK=0 must be positive"),
+    ],
+)
+def test_a_bad_run_setting_stops_start_up(variable, value, said):
+    env = {"DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50), variable: value}
+    result = manage("check", env=env)
+    assert result.returncode != 0 and said in result.stderr
+
+
 def test_check_deploy_warns_without_https():
     # The same check is not vacuous: without HTTPS=1 it names what is missing.
     env = {**PRODUCTION_ENV, "HTTPS": "0", "SECRET_KEY": secrets.token_urlsafe(50)}

@@ -34,7 +34,6 @@ PREFIXES = {"human": "human_response_", "judge": "judge_response_"}
 CLINICIAN_COLUMN = "Clinician"
 NOT_RATED = "[not rated]"
 FLAGGED = "[flagged]"
-MARKERS = (NOT_RATED, FLAGGED)
 
 
 @dataclass

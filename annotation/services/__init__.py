@@ -1,50 +1,31 @@
 """Writes for the annotation app (services write, selectors read: docs/architecture.md).
 
-Split along its seams, every name importable from `annotation.services`:
+Split along its seams; callers import the names below from `annotation.services` and anything
+else from the module that defines it:
 - `importing`: studies, rubrics, responders, raters and the imports that create them;
 - `rating`: the clinician rating workflow (assignments, autosave, submit, flag, reclaim);
-- `labelling`: clinician distortion labelling.
+- `labelling`: clinician distortion labelling;
+- `sampling`: drawing the clinicians' sample of a study.
 """
 
-from ..selectors import study_label_names  # noqa: F401
-from .importing import (  # noqa: F401
-    BATCH,
+from .importing import (
     WorkbookSource,
-    _check_name_length,
-    _conversations_for_workbook,
-    _problem,
-    _responses_for_workbook,
     clinician_rater_get_or_create,
     conversations_import,
-    distortion_labels_set,
     human_workbook_sources,
     judge_rater_get_or_create,
     mentalalign_import,
-    responders_check_study_limit,
     responders_ensure,
     rubric_get_or_create_default,
     study_get_or_create,
 )
-from .labelling import (  # noqa: F401
-    label_annotation_save,
-    label_assignment_submit,
-    labels_check,
-)
-from .rating import (  # noqa: F401
-    CLOCK_SKEW_MS,
+from .labelling import label_annotation_save, label_assignment_submit
+from .rating import (
     HEARTBEAT_MAX_SECONDS,
-    OPEN,
     AssignmentIncomplete,
     AssignmentLocked,
-    SaveResult,
-    _clock,
-    _items_copy,
-    _items_for,
-    _locked_open,
-    _touch,
     assignment_flag,
     assignment_heartbeat,
-    assignment_is_stale,
     assignment_reassign,
     assignment_reclaim,
     assignment_submit,
@@ -52,5 +33,30 @@ from .rating import (  # noqa: F401
     clinician_create,
     rating_save,
     user_password_token_issue,
-    username_clean,
 )
+
+__all__ = [
+    "HEARTBEAT_MAX_SECONDS",
+    "AssignmentIncomplete",
+    "AssignmentLocked",
+    "WorkbookSource",
+    "assignment_flag",
+    "assignment_heartbeat",
+    "assignment_reassign",
+    "assignment_reclaim",
+    "assignment_submit",
+    "assignments_create",
+    "clinician_create",
+    "clinician_rater_get_or_create",
+    "conversations_import",
+    "human_workbook_sources",
+    "judge_rater_get_or_create",
+    "label_annotation_save",
+    "label_assignment_submit",
+    "mentalalign_import",
+    "rating_save",
+    "responders_ensure",
+    "rubric_get_or_create_default",
+    "study_get_or_create",
+    "user_password_token_issue",
+]

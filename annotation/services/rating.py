@@ -63,9 +63,10 @@ class SaveResult:
     value: int | str | None  # what is stored now
 
 
-def _items_for(
+def assignment_items_shuffled(
     assignment: Assignment, responses: list[Response], seed: int
 ) -> list[AssignmentItem]:
+    """The assignment's items, unsaved: `responses` in the order `seed` draws."""
     # The order is a function of the recorded seed alone (responses sorted by pk first), so the
     # export can re-derive and check it; it is also stored, so a reload never re-draws it.
     ordered = sorted(responses, key=lambda r: r.pk)
@@ -168,7 +169,9 @@ def assignments_create(
     items = [
         item
         for assignment in new
-        for item in _items_for(assignment, responses[assignment.conversation_id], assignment.seed)
+        for item in assignment_items_shuffled(
+            assignment, responses[assignment.conversation_id], assignment.seed
+        )
     ]
     AssignmentItem.objects.bulk_create(items, batch_size=BATCH)
     return new
@@ -176,7 +179,7 @@ def assignments_create(
 
 def _items_copy(*, source: Assignment, target: Assignment) -> None:
     responses = [item.response for item in source.items.select_related("response")]
-    AssignmentItem.objects.bulk_create(_items_for(target, responses, target.seed))
+    AssignmentItem.objects.bulk_create(assignment_items_shuffled(target, responses, target.seed))
 
 
 @transaction.atomic
@@ -208,11 +211,6 @@ def _check_movable(assignment: Assignment) -> None:
         raise ValueError("added responses stay with the clinician who rated the conversation")
 
 
-def assignment_is_stale(assignment: Assignment, *, now=None) -> bool:
-    """Kept for callers of the old name: the rule is `Assignment.is_stale` (reads only that row)."""
-    return assignment.is_stale_at(now or timezone.now())
-
-
 @transaction.atomic
 def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
     """Hand a stale assignment to another clinician. The first clinician's partial ratings stay
@@ -239,7 +237,7 @@ def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
     return new
 
 
-def _locked_open(assignment: Assignment) -> Assignment:
+def assignment_lock_open(assignment: Assignment) -> Assignment:
     """Lock the assignment row: every write to one assignment runs one at a time (two tabs)."""
     # The study comes in the same query (it is not locked: of=self) for the rubric checks below.
     locked = (
@@ -252,7 +250,7 @@ def _locked_open(assignment: Assignment) -> Assignment:
     return locked
 
 
-def _touch(assignment: Assignment, now) -> None:
+def assignment_touch(assignment: Assignment, now) -> None:
     """Record activity. Active time grows by the gap since the previous activity (a save or a
     heartbeat), capped, so time away from the page is not counted."""
     fields = ["last_activity_at", "active_seconds"]
@@ -274,7 +272,9 @@ def _touch(assignment: Assignment, now) -> None:
     assignment.save(update_fields=fields)
 
 
-def _form_row(model: type[Rating] | type[LabelAnnotation], *, assignment: Assignment, **target):
+def form_row_get_or_create(
+    model: type[Rating] | type[LabelAnnotation], *, assignment: Assignment, **target
+):
     """The clinician's own row (a Rating or LabelAnnotation) for `target`, a draft if new."""
     row, _ = model.objects.get_or_create(
         rater_id=assignment.rater_id,
@@ -290,14 +290,18 @@ def _form_row(model: type[Rating] | type[LabelAnnotation], *, assignment: Assign
     return row
 
 
-def _submitted(assignment: Assignment, now) -> Assignment:
+def assignment_mark_submitted(assignment: Assignment, now) -> Assignment:
+    """Mark the locked assignment submitted at `now` (the caller checked it is complete)."""
     assignment.status = Assignment.Status.SUBMITTED
     assignment.submitted_at = assignment.last_activity_at = now
     assignment.save(update_fields=["status", "submitted_at", "last_activity_at"])
     return assignment
 
 
-def _clock(edited_ms: int | None, now) -> int:
+def edit_clock_ms(edited_ms: int | None, now) -> int:
+    """The edit's clock in ms: the browser's edit time, but never more than CLOCK_SKEW_MS ahead
+    of the server's (a fast browser clock cannot win every later edit); the server's when none
+    was sent."""
     server_ms = int(now.timestamp() * 1000)
     return server_ms if edited_ms is None else min(edited_ms, server_ms + CLOCK_SKEW_MS)
 
@@ -320,8 +324,8 @@ def rating_save(
     change is audited in RatingChange. Safe to retry: the same save twice stores one value once.
     """
     now = timezone.now()
-    clock = _clock(edited_ms, now)
-    assignment = _locked_open(assignment)
+    clock = edit_clock_ms(edited_ms, now)
+    assignment = assignment_lock_open(assignment)
     item = (
         AssignmentItem.objects.filter(assignment=assignment, token=item_token)
         .order_by()  # the model's default ordering would join the assignment table
@@ -335,8 +339,8 @@ def rating_save(
         raise AssignmentLocked(
             "this response was rated and submitted before; it is shown read-only"
         )
-    rating = _form_row(Rating, assignment=assignment, response_id=response_id)
-    _touch(assignment, now)
+    rating = form_row_get_or_create(Rating, assignment=assignment, response_id=response_id)
+    assignment_touch(assignment, now)
     if attribute_id is not None:
         # One query checks both that the attribute is in this study's rubric and the score is on
         # its scale; the error path may take a second one to say which.
@@ -402,7 +406,7 @@ def _rationale_rule(*, minimum: int) -> str:
 def assignment_submit(*, assignment: Assignment, user: User) -> Assignment:
     """Lock a conversation once every response has every attribute scored; its ratings become
     `complete` (the only ones analysis uses). Raises AssignmentIncomplete naming what is missing."""
-    assignment = _locked_open(assignment)
+    assignment = assignment_lock_open(assignment)
     attributes = list(
         Attribute.objects.filter(rubric__studies__conversations=assignment.conversation_id)
     )
@@ -445,7 +449,7 @@ def assignment_submit(*, assignment: Assignment, user: User) -> Assignment:
         )
         for r in ratings.values()
     )
-    return _submitted(assignment, now)
+    return assignment_mark_submitted(assignment, now)
 
 
 @transaction.atomic
@@ -455,7 +459,7 @@ def assignment_flag(*, assignment: Assignment, reason: str) -> Assignment:
     reason = reason.strip()
     if not reason:
         raise ValueError("say why you flag this conversation")
-    assignment = _locked_open(assignment)
+    assignment = assignment_lock_open(assignment)
     assignment.status = Assignment.Status.FLAGGED
     assignment.flag_reason = reason[:2000]
     assignment.last_activity_at = timezone.now()
@@ -465,14 +469,14 @@ def assignment_flag(*, assignment: Assignment, reason: str) -> Assignment:
 
 def assignment_heartbeat(*, assignment: Assignment) -> None:
     """Count active time: the page calls this every 15 s, only while it is visible and was used
-    in the last minute; see `_touch`."""
+    in the last minute; see `assignment_touch`."""
     now = timezone.now()
     with transaction.atomic():
         try:
-            assignment = _locked_open(assignment)
+            assignment = assignment_lock_open(assignment)
         except AssignmentLocked:
             return
-        _touch(assignment, now)
+        assignment_touch(assignment, now)
 
 
 def username_clean(username: str) -> str:

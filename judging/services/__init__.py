@@ -22,66 +22,26 @@ How a run executes
   "cancelled" (the sweeper does it when a dead worker's items were holding it up). Resume and
   "retry failures" re-open items and enqueue tasks again.
 
-The package is split along those seams, and every name stays importable from `judging.services`:
+The package is split along those seams; callers import the names below from `judging.services`
+and anything else from the module that defines it:
 - `launch`: endpoints, creating runs, the admin's actions (cancel, resume, retry, finalize) and
   the sweeper;
 - `claims`: the claim/lease protocol (claim, heartbeat, bill, release);
 - `storage`: storing outcomes exactly once;
-- `engine`: the work loop (asyncio over HTTP, or one offline vLLM batch).
+- `engine`: the work loop (asyncio over HTTP, or one offline vLLM batch);
+- `batch`: batch mode (submit, poll, store, cancel through the providers' batch interfaces);
+- `costs`: what a run would cost, estimated before it is launched.
 Patch a module attribute where it is read (e.g. `judging.services.engine.RETRY_BASE_DELAY`,
 `judging.services.claims.LEASE_SECONDS`), not on this package.
 """
 
-from annotation.selectors import study_distortion_labels, study_rubric  # noqa: F401
-from scoring.label_parsing import parse_label_output  # noqa: F401
-from scoring.parsing import parse_judge_output  # noqa: F401
-
-from .. import prompts  # noqa: F401
-from ..prompts import labelling_messages  # noqa: F401
-from .claims import (  # noqa: F401
-    LEASE_SECONDS,
-    MAX_CLAIMS,
-    _open_items_exist,
-    _run_status,
-    _stale_before,
-    items_bill,
-    items_claim,
-    items_heartbeat,
-    items_release,
-)
-from .engine import (  # noqa: F401
-    ENDPOINT_BROKEN_STATUSES,
-    JUDGE_MAX_TOKENS,
-    MAX_HTTP_ATTEMPTS,
-    RETRY_BASE_DELAY,
-    UNLIMITED_RATE,
-    WATCH_SECONDS,
-    _call,
-    _generate,
-    _generation_outcome,
-    _judge,
-    _label,
-    _limiter,
-    _Plan,
-    _process,
-    _provider_failure,
-    _watch,
-    _work_async,
-    _work_offline,
-    close_connections,
-    item_messages,
-    run_work,
-)
-from .launch import (  # noqa: F401
-    LABELLING_MAX_TOKENS,
-    LABELLING_REPEATS,
+from .claims import LEASE_SECONDS, items_bill, items_claim
+from .engine import RunPlan, close_connections, item_messages, run_work
+from .launch import (
     LOCAL_ENDPOINT_NAME,
     LOCAL_STRUCTURED_ENDPOINT_NAME,
     TEMPERATURE_ZERO_REFUSED,
     RunError,
-    _check_numbers,
-    _enqueue,
-    _start,
     endpoint_config,
     generation_run_create,
     generation_runs_create,
@@ -90,26 +50,48 @@ from .launch import (  # noqa: F401
     judge_targets,
     labelling_run_create,
     local_endpoints_register,
-    responder_for_endpoint,
     run_cancel,
-    run_fail,
     run_finalize,
     run_resume,
     run_retry_failures,
     run_sweep,
     runs_sweep,
 )
-from .storage import (  # noqa: F401
+from .storage import (
     Outcome,
-    Result,
-    _annotation_key,
-    _annotations_insert,
-    _items_finish,
-    _rating_key,
-    _ratings_insert,
-    _store_once,
-    generation_items_store,
     judge_item_store,
     judge_items_store,
     labelling_items_store,
 )
+
+__all__ = [
+    "LEASE_SECONDS",
+    "LOCAL_ENDPOINT_NAME",
+    "LOCAL_STRUCTURED_ENDPOINT_NAME",
+    "TEMPERATURE_ZERO_REFUSED",
+    "Outcome",
+    "RunError",
+    "RunPlan",
+    "close_connections",
+    "endpoint_config",
+    "generation_run_create",
+    "generation_runs_create",
+    "item_messages",
+    "items_bill",
+    "items_claim",
+    "judge_item_store",
+    "judge_items_store",
+    "judge_rater_for_endpoint",
+    "judge_run_create",
+    "judge_targets",
+    "labelling_items_store",
+    "labelling_run_create",
+    "local_endpoints_register",
+    "run_cancel",
+    "run_finalize",
+    "run_resume",
+    "run_retry_failures",
+    "run_sweep",
+    "run_work",
+    "runs_sweep",
+]

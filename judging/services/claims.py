@@ -6,11 +6,11 @@ what it will not finish. A claim older than the lease belonged to a dead worker.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -18,13 +18,14 @@ from django.utils import timezone
 from ..models import Run, RunItem
 
 if TYPE_CHECKING:
-    from .engine import _Plan
+    from .engine import RunPlan
 
 
 logger = logging.getLogger(__name__)
 
-# A running item whose heartbeat is older than this belonged to a worker that died.
-LEASE_SECONDS = float(os.environ.get("JUDGING_LEASE_SECONDS", "60"))
+# A running item whose heartbeat is older than this belonged to a worker that died. Read from
+# settings once; tests patch this attribute.
+LEASE_SECONDS: float = settings.JUDGING_LEASE_SECONDS
 # A worker that dies this many times on the same item (an item that crashes workers) gives up.
 MAX_CLAIMS = 5
 
@@ -32,7 +33,8 @@ MAX_CLAIMS = 5
 # ------------------------------------------------------------------------------ claiming
 
 
-def _stale_before() -> Any:
+def stale_before() -> Any:
+    """The moment before which a claim's heartbeat means its worker died (now − the lease)."""
     return timezone.now() - timedelta(seconds=LEASE_SECONDS)
 
 
@@ -48,7 +50,7 @@ def items_claim(
     short statements); SKIP LOCKED then takes disjoint items. `within_concurrency=False` is for
     offline vLLM, which sends no requests and batches everything it claims.
     """
-    stale = _stale_before()
+    stale = stale_before()
     with transaction.atomic():
         concurrency = (
             Run.objects.select_for_update()
@@ -115,7 +117,7 @@ def items_heartbeat(*, token: str, run_id: int | None = None) -> None:
 
 
 def items_bill(
-    *, received: Sequence[tuple[int, int, int]], plan: _Plan, locked: bool = False
+    *, received: Sequence[tuple[int, int, int]], plan: RunPlan, locked: bool = False
 ) -> None:
     """Count completions received (item id, input tokens, output tokens) on their items.
 
@@ -175,11 +177,13 @@ def items_release(*, token: str, item_ids: Sequence[int] | None = None, error: s
     return items.update(**changes)
 
 
-def _run_status(run_id: int) -> str:
+def run_status(run_id: int) -> str:
+    """The run's status as stored now (a work loop looks for a cancel with it)."""
     return Run.objects.values_list("status", flat=True).get(id=run_id)
 
 
-def _open_items_exist(run_id: int) -> bool:
+def open_items_exist(run_id: int) -> bool:
+    """Whether any item of the run is still pending or running (work is left for a loop)."""
     return RunItem.objects.filter(
         run_id=run_id, status__in=[RunItem.Status.PENDING, RunItem.Status.RUNNING]
     ).exists()

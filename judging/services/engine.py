@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,12 +28,12 @@ from ..prompts import labelling_messages
 from ..ratelimit import LocalRateLimiter, RedisRateLimiter
 from . import claims
 from .claims import (
-    _open_items_exist,
-    _run_status,
     items_bill,
     items_claim,
     items_heartbeat,
     items_release,
+    open_items_exist,
+    run_status,
 )
 from .launch import LABELLING_MAX_TOKENS, RunError, endpoint_config, run_fail, run_finalize
 from .storage import (
@@ -56,7 +55,7 @@ RETRY_BASE_DELAY = 0.5  # seconds before the first retry; doubles each time (tes
 UNLIMITED_RATE = 100_000.0  # requests/s when the run sets no rate limit
 # How long a run loop waits out a database that went away (a PostgreSQL restart) before it
 # gives up and leaves its items to the sweeper.
-DB_OUTAGE_SECONDS = float(os.environ.get("JUDGING_DB_OUTAGE_SECONDS", "120"))
+DB_OUTAGE_SECONDS: float = settings.JUDGING_DB_OUTAGE_SECONDS
 # 401/403/404 mean the endpoint itself is wrong (key, model name): stop the run, fail nothing.
 ENDPOINT_BROKEN_STATUSES = frozenset({401, 403, 404})
 JUDGE_MAX_TOKENS = 1024
@@ -69,7 +68,7 @@ CUT_OFF_MAX_TOKENS_FACTOR = 4
 
 
 @dataclass
-class _Plan:
+class RunPlan:
     """Everything a work loop needs, read from the database once before going async."""
 
     run_id: int
@@ -95,7 +94,7 @@ class _Plan:
     output_schema: providers.OutputSchema | None = None
 
     @classmethod
-    def load(cls, run: Run) -> _Plan:
+    def load(cls, run: Run) -> RunPlan:
         endpoint = run.endpoint
         offline = endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE
         plan = cls(
@@ -143,7 +142,7 @@ class _Plan:
 
 
 def item_messages(
-    *, item: RunItem, rubric: list[dict[str, Any]] | None, plan: _Plan | None = None
+    *, item: RunItem, rubric: list[dict[str, Any]] | None, plan: RunPlan | None = None
 ) -> tuple[str, str]:
     """(system, user) exactly as sent for this item."""
     if item.response_id:
@@ -164,12 +163,12 @@ def run_work(*, run_id: int) -> None:
     """
     run = Run.objects.select_related("endpoint").get(id=run_id)
     if run.is_batch:
-        return  # a stale message: batch-mode runs are worked by judging.batch
+        return  # a stale message: batch-mode runs are worked by judging.services.batch
     if run.status != Run.Status.RUNNING:
         run_finalize(run_id=run_id)
         return
     try:
-        plan = _Plan.load(run)
+        plan = RunPlan.load(run)
     except (providers.PermanentError, RunError, ValueError) as exc:
         run_fail(run_id=run_id, error=str(exc))
         return
@@ -210,12 +209,11 @@ def _db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     return sync_to_async(call)
 
 
-def _limiter(plan: _Plan) -> LocalRateLimiter | RedisRateLimiter:
+def _limiter(plan: RunPlan) -> LocalRateLimiter | RedisRateLimiter:
     rate = plan.rate_limit or UNLIMITED_RATE
     # A set limit spaces requests evenly (no bursts); without one only 429 pauses matter.
     burst = 1 if plan.rate_limit else max(1, plan.concurrency)
-    # JUDGING_RATELIMIT_REDIS_URL lets tests keep their limiter keys in a Redis db of their own.
-    redis_url = os.environ.get("JUDGING_RATELIMIT_REDIS_URL") or getattr(settings, "REDIS_URL", "")
+    redis_url = settings.JUDGING_RATELIMIT_REDIS_URL
     if redis_url:
         # One budget and one 429 pause per endpoint, shared by every worker process.
         return RedisRateLimiter(
@@ -224,7 +222,7 @@ def _limiter(plan: _Plan) -> LocalRateLimiter | RedisRateLimiter:
     return LocalRateLimiter(rate=rate, burst=burst)
 
 
-async def _work_async(plan: _Plan) -> None:
+async def _work_async(plan: RunPlan) -> None:
     """The asyncio loop: keep `concurrency` requests in flight, store results as they arrive."""
     assert plan.config is not None
     token = uuid.uuid4().hex
@@ -264,7 +262,7 @@ async def _work_async(plan: _Plan) -> None:
                     )
                     in_flight[task] = item
             if not in_flight:
-                if not await _db(_open_items_exist)(plan.run_id):
+                if not await _db(open_items_exist)(plan.run_id):
                     break
                 # Other loops hold the rest; linger, so that items of a worker that dies are
                 # taken over once its lease runs out.
@@ -304,7 +302,7 @@ async def _watch(run_id: int, token: str, stop: asyncio.Event) -> None:
     heartbeat_every = max(1.0, claims.LEASE_SECONDS / 4)
     last_beat = time.monotonic()
     while not stop.is_set():
-        if await _db(_run_status)(run_id) != Run.Status.RUNNING:
+        if await _db(run_status)(run_id) != Run.Status.RUNNING:
             stop.set()
             return
         if time.monotonic() - last_beat >= heartbeat_every:
@@ -317,7 +315,7 @@ async def _watch(run_id: int, token: str, stop: asyncio.Event) -> None:
 
 
 async def _process(
-    plan: _Plan,
+    plan: RunPlan,
     item: RunItem,
     client: Any,
     limiter: LocalRateLimiter | RedisRateLimiter,
@@ -369,7 +367,7 @@ def _provider_failure(outcome: Outcome, exc: providers.ProviderError) -> None:
 
 
 async def _call(
-    plan: _Plan,
+    plan: RunPlan,
     system: str,
     user: str,
     client: Any,
@@ -397,7 +395,7 @@ async def _call(
 
 
 async def _judge(
-    plan: _Plan,
+    plan: RunPlan,
     system: str,
     user: str,
     client: Any,
@@ -463,7 +461,7 @@ def reask_limit(completion: providers.Completion, limit: int, *, base: int) -> i
 
 
 async def _label(
-    plan: _Plan,
+    plan: RunPlan,
     system: str,
     user: str,
     client: Any,
@@ -504,7 +502,7 @@ async def _label(
 
 
 async def _generate(
-    plan: _Plan, system: str, user: str, client: Any, limiter: Any, outcome: Outcome
+    plan: RunPlan, system: str, user: str, client: Any, limiter: Any, outcome: Outcome
 ) -> None:
     completion = await _call(
         plan,
@@ -517,10 +515,10 @@ async def _generate(
         json_mode=False,
     )
     outcome.add(completion)
-    _generation_outcome(plan, completion, outcome)
+    generation_outcome(plan, completion, outcome)
 
 
-def _generation_outcome(plan: _Plan, completion: providers.Completion, outcome: Outcome) -> None:
+def generation_outcome(plan: RunPlan, completion: providers.Completion, outcome: Outcome) -> None:
     """Answer without <think>…</think> (kept in metadata), truncation flag and metadata."""
     answer, thinking = strip_think(completion.text)
     thinking = "\n\n".join(part for part in (completion.reasoning, thinking) if part)
@@ -548,7 +546,7 @@ def _generation_outcome(plan: _Plan, completion: providers.Completion, outcome: 
 # ------------------------------------------------------------------------------ vLLM offline
 
 
-def _work_offline(plan: _Plan, *, model: str, options: dict[str, Any]) -> None:
+def _work_offline(plan: RunPlan, *, model: str, options: dict[str, Any]) -> None:
     """Generation with vllm.LLM in this worker process (a GPU worker): one batch for the lot.
 
     The model loads once per call, so everything pending is claimed at once; vLLM batches it.
@@ -592,7 +590,7 @@ def _work_offline(plan: _Plan, *, model: str, options: dict[str, Any]) -> None:
     for item, completion in zip(items, completions, strict=True):
         outcome = Outcome()
         outcome.add(completion)
-        _generation_outcome(plan, completion, outcome)
+        generation_outcome(plan, completion, outcome)
         results.append((item, outcome))
     plan.store(results, token)
 

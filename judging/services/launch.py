@@ -29,7 +29,7 @@ from annotation.responders import paper_judge_defaults
 
 from .. import api_keys, prompts, providers
 from ..models import ModelEndpoint, Run, RunItem
-from .claims import _stale_before
+from .claims import stale_before
 
 logger = logging.getLogger(__name__)
 
@@ -405,7 +405,7 @@ def _start(run: Run) -> None:
     run.save(update_fields=["status", "error", "started_at", "finished_at", "heartbeat_at"])
     if run.is_batch:
         # Batch mode has no worker loops: its requests go to the provider's batches.
-        from judging import batch
+        from . import batch
 
         batch.run_start(run)
         return
@@ -477,7 +477,7 @@ def run_finalize(*, run_id: int) -> Run:
     items = RunItem.objects.filter(run=run)
     if run.status == Run.Status.CANCELLING:
         # Items of workers that died while cancelling are not coming back.
-        items.filter(status=RunItem.Status.RUNNING, heartbeat_at__lt=_stale_before()).update(
+        items.filter(status=RunItem.Status.RUNNING, heartbeat_at__lt=stale_before()).update(
             status=RunItem.Status.PENDING, claim_token=""
         )
         if not items.filter(status=RunItem.Status.RUNNING).exists():
@@ -568,7 +568,7 @@ def run_sweep(*, run_id: int) -> str:
         return "finalized"
     if run.status != Run.Status.RUNNING:
         return ""  # still cancelling: live workers are letting go of their items
-    if run.heartbeat_at is not None and run.heartbeat_at >= _stale_before():
+    if run.heartbeat_at is not None and run.heartbeat_at >= stale_before():
         return ""  # a loop is alive (or was sent less than a lease ago)
     run.heartbeat_at = timezone.now()  # one restart per lease, however often the sweeper runs
     run.save(update_fields=["heartbeat_at"])

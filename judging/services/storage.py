@@ -28,7 +28,7 @@ from .. import providers
 from ..models import RunItem
 
 if TYPE_CHECKING:
-    from .engine import _Plan
+    from .engine import RunPlan
 
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class Outcome:
         return not self.error
 
 
-def _items_finish(results: Sequence[Result], *, token: str, plan: _Plan) -> list[Result]:
+def _items_finish(results: Sequence[Result], *, token: str, plan: RunPlan) -> list[Result]:
     """Flip claimed items to done/failed; returns the results whose claim this loop still held.
 
     Precondition: inside a transaction. The rows are locked first, so no other loop can take
@@ -148,7 +148,7 @@ Result = tuple[RunItem, "Outcome"]
 
 
 @transaction.atomic
-def judge_items_store(*, results: Sequence[Result], token: str, plan: _Plan) -> int:
+def judge_items_store(*, results: Sequence[Result], token: str, plan: RunPlan) -> int:
     """Store judge results exactly once, in one transaction: item states, Ratings, Scores.
 
     An item whose claim this loop no longer holds (another loop took it over, or the same
@@ -162,7 +162,7 @@ def judge_items_store(*, results: Sequence[Result], token: str, plan: _Plan) -> 
 
 
 @transaction.atomic
-def labelling_items_store(*, results: Sequence[Result], token: str, plan: _Plan) -> int:
+def labelling_items_store(*, results: Sequence[Result], token: str, plan: RunPlan) -> int:
     """Store labelling results exactly once: item states and LabelAnnotations (as judges)."""
     return _store_once(
         results,
@@ -175,7 +175,7 @@ def labelling_items_store(*, results: Sequence[Result], token: str, plan: _Plan)
 
 
 def _store_once(
-    results: Sequence[Result], *, token: str, plan: _Plan, model: Any, key: Any, insert: Any
+    results: Sequence[Result], *, token: str, plan: RunPlan, model: Any, key: Any, insert: Any
 ) -> int:
     """The exactly-once store shared by judge and labelling runs (precondition: in atomic)."""
     owned = _items_finish(results, token=token, plan=plan)
@@ -201,12 +201,12 @@ def _store_once(
     return len(owned)
 
 
-def judge_item_store(*, item: RunItem, token: str, outcome: Outcome, plan: _Plan) -> bool:
+def judge_item_store(*, item: RunItem, token: str, outcome: Outcome, plan: RunPlan) -> bool:
     """One result; see judge_items_store."""
     return judge_items_store(results=[(item, outcome)], token=token, plan=plan) == 1
 
 
-def _rating_key(item: RunItem, plan: _Plan) -> dict[str, Any]:
+def _rating_key(item: RunItem, plan: RunPlan) -> dict[str, Any]:
     return {
         "rater_id": plan.rater_id,
         "response_id": item.response_id,
@@ -235,7 +235,7 @@ _RATING_COLUMNS = (
 _SCORE_COLUMNS = ("rating_id", "attribute_id", "value")
 
 
-def _ratings_insert(answered: Sequence[Result], plan: _Plan) -> None:
+def _ratings_insert(answered: Sequence[Result], plan: RunPlan) -> None:
     """A Rating per result (complete with Scores when valid, else invalid with the reason).
 
     The rows are those bulk_create wrote (every other column at its default, both timestamps
@@ -288,7 +288,7 @@ def _ratings_insert(answered: Sequence[Result], plan: _Plan) -> None:
         )
 
 
-def _annotation_key(item: RunItem, plan: _Plan) -> dict[str, Any]:
+def _annotation_key(item: RunItem, plan: RunPlan) -> dict[str, Any]:
     return {
         "rater_id": plan.rater_id,
         "conversation_id": item.conversation_id,
@@ -297,7 +297,7 @@ def _annotation_key(item: RunItem, plan: _Plan) -> dict[str, Any]:
     }
 
 
-def _annotations_insert(answered: Sequence[Result], plan: _Plan) -> None:
+def _annotations_insert(answered: Sequence[Result], plan: RunPlan) -> None:
     """A LabelAnnotation per result: complete with its labels, or invalid with raw text and why."""
     LabelAnnotation.objects.bulk_create(
         LabelAnnotation(
@@ -315,7 +315,7 @@ def _annotations_insert(answered: Sequence[Result], plan: _Plan) -> None:
 
 
 @transaction.atomic
-def generation_items_store(*, results: Sequence[Result], token: str, plan: _Plan) -> int:
+def generation_items_store(*, results: Sequence[Result], token: str, plan: RunPlan) -> int:
     """Store generated responses exactly once, with their generation metadata."""
     owned = _items_finish(results, token=token, plan=plan)
     for item, outcome in owned:

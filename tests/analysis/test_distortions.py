@@ -45,8 +45,8 @@ from analysis.distortions.labels import (
 )
 from analysis.distortions.predictions_csv import PredictionsCsvError, read_predictions_csv
 from analysis.distortions.splits import stratified_split
-from judging.label_parsing import OTHERS
 from judging.prompts import NO_DISTORTION
+from scoring.distortions import OTHERS
 
 sk_metrics = pytest.importorskip("sklearn.metrics")
 sm_irr = pytest.importorskip("statsmodels.stats.inter_rater")

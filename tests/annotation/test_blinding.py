@@ -12,7 +12,8 @@ from django.urls import reverse
 from scipy.stats import chi2_contingency, chisquare
 
 from annotation.models import Assignment, AssignmentItem, Rater, Response
-from annotation.services import _items_for, assignments_create
+from annotation.services import assignments_create
+from annotation.services.rating import assignment_items_shuffled
 
 from .conftest import RESPONDERS, make_study
 
@@ -113,7 +114,9 @@ def test_order_is_stable_across_reloads_and_follows_the_recorded_seed(study, cli
     assert first == again and len(first) == len(RESPONDERS) * 7 + len(RESPONDERS)
     stored = list(assignment.items.order_by("position").values_list("response_id", flat=True))
     responses = list(Response.objects.filter(conversation=assignment.conversation))
-    derived = [i.response.pk for i in _items_for(assignment, responses, assignment.seed)]
+    derived = [
+        i.response.pk for i in assignment_items_shuffled(assignment, responses, assignment.seed)
+    ]
     assert derived == stored  # the export can unblind (and check) from the seed alone
 
 

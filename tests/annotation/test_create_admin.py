@@ -8,10 +8,11 @@ STRONG = "correct horse battery staple 42"
 
 
 @pytest.fixture
-def admin_env(monkeypatch):
+def admin_env(settings):
+    # settings.py reads MENTALBENCH_ADMIN_USERNAME and _PASSWORD from the environment.
     def set_env(username: str = "", password: str = "") -> None:
-        monkeypatch.setenv("MENTALBENCH_ADMIN_USERNAME", username)
-        monkeypatch.setenv("MENTALBENCH_ADMIN_PASSWORD", password)
+        settings.MENTALBENCH_ADMIN_USERNAME = username
+        settings.MENTALBENCH_ADMIN_PASSWORD = password
 
     return set_env
 

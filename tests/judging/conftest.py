@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def _limiter_redis_db(monkeypatch: pytest.MonkeyPatch) -> None:
+def _limiter_redis_db(settings) -> None:
     # Rate-limit keys of in-process runs go to the test Redis db, never to db 0.
-    monkeypatch.setenv("JUDGING_RATELIMIT_REDIS_URL", LIMITER_REDIS_URL)
+    settings.JUDGING_RATELIMIT_REDIS_URL = LIMITER_REDIS_URL
 
 
 @pytest.fixture(autouse=True)

@@ -402,7 +402,8 @@ def test_a_keyless_compatible_server_gets_the_placeholder_not_the_workers_key(
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_the_batch_client_never_reads_the_workers_key(worker_keys, provider):
-    from judging import batch_providers, providers
+    from judging import providers
+    from judging.providers import batch as batch_providers
 
     config = providers.EndpointConfig(
         provider=provider, model="m", base_url="http://127.0.0.1:9/v1", api_key=""

@@ -18,9 +18,11 @@ import pytest
 from django.db import connection, transaction
 
 from annotation.models import Rating, Score
-from judging import batch, batch_providers, selectors, services
+from judging import selectors, services
 from judging.models import ProviderBatch, Run, RunItem
 from judging.prompts import DEFAULT_RUBRIC
+from judging.providers import batch as batch_providers
+from judging.services import batch, costs
 from tests.fakes.llm_server import scenario
 
 from .conftest import ROOT, make_study, wait_for
@@ -182,13 +184,13 @@ def test_two_pollers_lease_two_batches_of_one_run_at_once(
 
     def other_poller() -> None:
         try:
-            leased.append(batch._lease(second.id, force=True))
+            leased.append(batch.batch_lease(second.id, force=True))
         finally:
             connection.close()
 
     with transaction.atomic():
         # One poller holds its lease on the first batch (its lock lasts until it commits) ...
-        assert batch._lease(first.id, force=True) is not None
+        assert batch.batch_lease(first.id, force=True) is not None
         thread = threading.Thread(target=other_poller)
         thread.start()
         thread.join(timeout=30)
@@ -330,7 +332,7 @@ def test_a_poller_killed_mid_download_loses_and_duplicates_nothing(
         [
             sys.executable,
             "-c",
-            "import django; django.setup(); from judging import batch; "
+            "import django; django.setup(); from judging.services import batch; "
             "batch.batches_poll(force=True)",
         ],
         cwd=ROOT,
@@ -414,7 +416,7 @@ def test_cost_estimate_counts_tokens_with_anthropic_and_chars_elsewhere(
 ):
     prompts = [("system prompt " * 10, "user text " * 40)] * 3
     anthropic = batch_endpoint(endpoint_factory, "anthropic")
-    estimate = batch.cost_estimate(endpoint=anthropic, prompts=prompts, repeats=2, max_tokens=100)
+    estimate = costs.cost_estimate(endpoint=anthropic, prompts=prompts, repeats=2, max_tokens=100)
     assert estimate.method == "count_tokens"
     assert fake_llm.batch_calls["messages.count_tokens"] == 3
     per_prompt = (len(prompts[0][0]) + 3) // 4 + (len(prompts[0][1]) + 3) // 4
@@ -424,7 +426,7 @@ def test_cost_estimate_counts_tokens_with_anthropic_and_chars_elsewhere(
     assert estimate.batch_usd == pytest.approx((estimate.input_tokens * 1.25 + 600 * 5.0) / 1e6)
 
     openai = batch_endpoint(endpoint_factory, "openai")
-    estimate = batch.cost_estimate(endpoint=openai, prompts=prompts, repeats=1, max_tokens=100)
+    estimate = costs.cost_estimate(endpoint=openai, prompts=prompts, repeats=1, max_tokens=100)
     assert estimate.method == "chars/4"
     assert estimate.input_tokens == -(-3 * (len(prompts[0][0]) + len(prompts[0][1])) // 4)
 

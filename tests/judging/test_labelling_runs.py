@@ -12,9 +12,11 @@ import pytest
 from django.urls import reverse
 
 from annotation.models import Conversation, LabelAnnotation, Study
+from annotation.selectors import study_distortion_labels
 from annotation.services import study_get_or_create
 from judging import services
 from judging.models import Run, RunItem
+from scoring.label_parsing import parse_label_output
 from tests.fakes.llm_server import scenario
 
 
@@ -125,10 +127,10 @@ def test_a_result_delivered_twice_is_stored_once(endpoint_factory):
     run = services.labelling_run_create(
         study_id=study.id, endpoint=endpoint_factory(), repeats=1, temperature=0.5
     )
-    plan = services._Plan.load(Run.objects.select_related("endpoint", "study").get(pk=run.pk))
+    plan = services.RunPlan.load(Run.objects.select_related("endpoint", "study").get(pk=run.pk))
     (item,) = services.items_claim(run_id=run.id, token="t1", limit=10)
     outcome = services.Outcome(raw_output="Labeling")
-    outcome.label_parse = services.parse_label_output("Labeling", plan.labels, scheme="ranked")
+    outcome.label_parse = parse_label_output("Labeling", plan.labels, scheme="ranked")
     assert services.labelling_items_store(results=[(item, outcome)], token="t1", plan=plan) == 1
     assert services.labelling_items_store(results=[(item, outcome)], token="t1", plan=plan) == 0
     assert LabelAnnotation.objects.filter(run=run).count() == 1
@@ -236,8 +238,8 @@ def test_a_new_study_prompts_with_the_paper_appendix_d_text(scheme):
     from judging import prompts
 
     study = distortion_study(["I ruin everything."], scheme=scheme)
-    labels = services.study_distortion_labels(study_id=study.id)
-    sent = services.labelling_messages("I ruin everything.", labels=labels, scheme=scheme)
+    labels = study_distortion_labels(study_id=study.id)
+    sent = prompts.labelling_messages("I ruin everything.", labels=labels, scheme=scheme)
     paper = (
         prompts.distortion_ranked_messages("I ruin everything.")
         if scheme == "ranked"

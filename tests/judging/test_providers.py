@@ -36,9 +36,9 @@ from judging.providers import (
     make_client,
     parse_retry_after,
     redact,
-    strip_think,
 )
 from judging.ratelimit import LocalRateLimiter, RedisRateLimiter
+from scoring.parsing import strip_think
 from tests.fakes.llm_server import FakeLLMServer, scenario
 
 API_KEY = "sk-test-Sup3rS3cretKeyThatMustNeverLeak-0123456789"

@@ -15,10 +15,12 @@ import redis
 from django.db import connection
 
 from annotation.models import Rating, Response, Score
+from annotation.selectors import study_rubric
 from judging import selectors, services
 from judging.models import ModelEndpoint, Run, RunItem
 from judging.prompts import DEFAULT_RUBRIC, GENERATION_SYSTEM_PROMPT
 from judging.services import Outcome
+from scoring.parsing import parse_judge_output
 from tests.fakes.llm_server import scenario
 
 from .conftest import API_KEY, LIMITER_REDIS_URL, make_study, wait_for
@@ -93,9 +95,7 @@ def test_judge_request_uses_the_study_rubric_prompt_and_json_mode(
     run = judge(study, endpoint, subset="sample", sample_size=1, temperature=0.3, max_tokens=700)
     (item,) = RunItem.objects.filter(run=run)
     sent = [r for r in fake_llm.requests if item.response.text in str(r.body)][-1].body
-    system, user = services.item_messages(
-        item=item, rubric=services.study_rubric(study_id=study.id)
-    )
+    system, user = services.item_messages(item=item, rubric=study_rubric(study_id=study.id))
     assert sent["messages"] == [
         {"role": "system", "content": system},
         {"role": "user", "content": user},
@@ -336,12 +336,12 @@ def test_a_stolen_claim_cannot_store(study, endpoint_factory, monkeypatch):
     run = services.judge_run_create(
         study_id=study.id, endpoint=endpoint, subset="sample", sample_size=1
     )
-    plan = services._Plan.load(run)
+    plan = services.RunPlan.load(run)
     (slow,) = services.items_claim(run_id=run.id, token="slow-worker", limit=10)
     monkeypatch.setattr(services.claims, "LEASE_SECONDS", 0.0)
     (taker,) = services.items_claim(run_id=run.id, token="new-worker", limit=10)
     assert taker.id == slow.id and taker.attempts == 2
-    parse = services.parse_judge_output(
+    parse = parse_judge_output(
         '{"Guidance": 4, "Informativeness": 4, "Relevance": 4, "Safety": 5, "Empathy": 4, '
         '"Helpfulness": 3, "Understanding": 4, "Overall": 4, "Explanation": "ok"}',
         ATTRIBUTES,

@@ -30,11 +30,11 @@ def big_study(db):
     return make_study("store study", conversations=SIZE // 2, responders=("gpt4o", "llama_3"))
 
 
-def _claimed(study, endpoint, token: str) -> tuple[services._Plan, list[RunItem]]:
+def _claimed(study, endpoint, token: str) -> tuple[services.RunPlan, list[RunItem]]:
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint)
     items = services.items_claim(run_id=run.id, token=token, limit=SIZE, within_concurrency=False)
     assert len(items) == SIZE
-    return services._Plan.load(run), sorted(items, key=lambda item: item.response_id)
+    return services.RunPlan.load(run), sorted(items, key=lambda item: item.response_id)
 
 
 def _outcome(index: int) -> Outcome:

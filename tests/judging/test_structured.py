@@ -15,6 +15,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from annotation.models import LabelAnnotation, Rating
+from annotation.selectors import study_distortion_labels, study_rubric
 from judging import providers, services, structured
 from judging.models import ModelEndpoint, Run
 from judging.prompts import DEFAULT_DISTORTIONS, DEFAULT_RUBRIC, judge_messages
@@ -186,7 +187,7 @@ def test_structured_judge_run_sends_the_study_rubric_and_stores_parsed_ratings(
     assert stored.count() == 2 and not stored.exclude(status="complete").exists()
     sent = [r for r in fake_llm.requests if r.body.get("model") == endpoint.model]
     schemas = [request_schema(r.body) for r in sent[-2:]]
-    assert schemas == [structured.judge_output_schema(services.study_rubric(study_id=study.id))] * 2
+    assert schemas == [structured.judge_output_schema(study_rubric(study_id=study.id))] * 2
     for rating in stored:
         assert json.loads(rating.raw_output)  # the raw structured answer is kept
 
@@ -231,7 +232,7 @@ def test_structured_labelling_run_sends_the_label_set_and_stores_labels(
     assert stored.count() == 4 and not stored.exclude(status="complete").exists()
     sent = [r for r in fake_llm.requests if r.body.get("model") == endpoint.model][-4:]
     expected = structured.labels_output_schema(
-        services.study_distortion_labels(study_id=study.id), scheme="ranked"
+        study_distortion_labels(study_id=study.id), scheme="ranked"
     )
     assert [request_schema(r.body) for r in sent] == [expected] * 4
     for annotation in stored:

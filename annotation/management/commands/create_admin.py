@@ -1,5 +1,4 @@
-import os
-
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -15,8 +14,8 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args, **options) -> None:
-        username = os.environ.get("MENTALBENCH_ADMIN_USERNAME", "").strip()
-        password = os.environ.get("MENTALBENCH_ADMIN_PASSWORD", "")
+        username = settings.MENTALBENCH_ADMIN_USERNAME
+        password = settings.MENTALBENCH_ADMIN_PASSWORD
         if not username and not password:
             self.stdout.write(
                 "no first admin configured (MENTALBENCH_ADMIN_USERNAME/_PASSWORD unset); "
@@ -31,7 +30,7 @@ class Command(BaseCommand):
         if User.objects.filter(username=username).exists():
             self.stdout.write(f"admin {username!r} exists; left as it is")
             return
-        user = User(username=username, email=os.environ.get("MENTALBENCH_ADMIN_EMAIL", ""))
+        user = User(username=username, email=settings.MENTALBENCH_ADMIN_EMAIL)
         try:
             # The same rules as every other password: a weak first admin is the easiest way in.
             validate_password(password, user)

@@ -1,6 +1,6 @@
-import os
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
@@ -28,7 +28,7 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(self, *args, **options) -> None:
-        password = os.environ.get("DEMO_PASSWORD", "mentalbench-demo")
+        password = settings.DEMO_PASSWORD
         study, _ = study_get_or_create(
             name=DEMO_STUDY, description="Fictional conversations written to try the platform."
         )

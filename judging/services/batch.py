@@ -8,7 +8,7 @@ Lifecycle, all in short Celery tasks (no worker waits on the provider):
   batch created. The custom id of each request names the item and its attempt.
 - poll (`batches_poll`, Celery beat): each open batch is retrieved when due, with a backoff;
   once ended, its results are streamed and stored in chunks, each chunk in one transaction
-  through the engine's exactly-once store (`services._Plan.store`): a result is stored only
+  through the engine's exactly-once store (`RunPlan.store`): a result is stored only
   while its item is still claimed by that batch, under the item's row lock. A second download
   (a poller killed mid-way, two pollers racing, a late result of an older attempt) finds the
   claim gone and stores nothing.
@@ -24,41 +24,46 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
 import re
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from . import batch_providers, providers, services
-from .label_parsing import parse_label_output
-from .models import ModelEndpoint, ProviderBatch, Run, RunItem
-from .parsing import parse_judge_output
-from .services.engine import cut_off_reason
+from scoring.label_parsing import parse_label_output
+from scoring.parsing import parse_judge_output
 
-if TYPE_CHECKING:
-    import anthropic
+from .. import providers
+from ..models import ModelEndpoint, ProviderBatch, Run, RunItem
+from ..providers import batch as batch_providers
+from .claims import items_bill
+from .engine import (
+    ENDPOINT_BROKEN_STATUSES,
+    JUDGE_MAX_TOKENS,
+    RunPlan,
+    cut_off_reason,
+    generation_outcome,
+    item_messages,
+)
+from .launch import LABELLING_MAX_TOKENS, RunError, endpoint_config, run_fail, run_finalize
+from .storage import Outcome, Result
 
 logger = logging.getLogger(__name__)
 
-# Results stored per transaction: small enough that a killed poller loses little, large enough
-# that 100,000 results take a few dozen round trips per table.
-STORE_CHUNK = int(os.environ.get("JUDGING_BATCH_STORE_CHUNK", "5000"))
-# A batch still "building" this long after it was created belonged to a submitter that died.
-BUILD_LEASE_SECONDS = float(os.environ.get("JUDGING_BATCH_BUILD_LEASE_SECONDS", "900"))
+# Read from settings once (settings.py says what they are); tests patch these attributes.
+STORE_CHUNK: int = settings.JUDGING_BATCH_STORE_CHUNK
+BUILD_LEASE_SECONDS: float = settings.JUDGING_BATCH_BUILD_LEASE_SECONDS
 _CUSTOM_ID = re.compile(r"^i(\d+)-a(\d+)$")
 
 
-class BatchModeError(services.RunError):
+class BatchModeError(RunError):
     """The run cannot go through a batch interface; the message says why."""
 
 
@@ -90,28 +95,28 @@ def parse_custom_id(value: str) -> tuple[int, int] | None:
 # ------------------------------------------------------------------------------ the plan
 
 
-def load_plan(run: Run) -> services._Plan:
+def load_plan(run: Run) -> RunPlan:
     """The engine's plan of `run`, priced at the endpoint's batch prices (when set)."""
-    plan = services._Plan.load(run)
+    plan = RunPlan.load(run)
     endpoint = run.endpoint
     plan.price_input = endpoint.price_batch_input_per_mtok or endpoint.price_input_per_mtok
     plan.price_output = endpoint.price_batch_output_per_mtok or endpoint.price_output_per_mtok
     return plan
 
 
-def request_spec(plan: services._Plan) -> batch_providers.RequestSpec:
+def request_spec(plan: RunPlan) -> batch_providers.RequestSpec:
     """The same temperature, token limit, JSON mode and schema as immediate mode sends."""
     if plan.kind == Run.Kind.JUDGE:
         return batch_providers.RequestSpec(
             temperature=plan.temperature,
-            max_tokens=plan.max_tokens or services.JUDGE_MAX_TOKENS,
+            max_tokens=plan.max_tokens or JUDGE_MAX_TOKENS,
             json_mode=plan.json_mode,
             schema=plan.output_schema,
         )
     if plan.kind == Run.Kind.LABELLING:
         return batch_providers.RequestSpec(
             temperature=plan.temperature,
-            max_tokens=plan.max_tokens or services.LABELLING_MAX_TOKENS,
+            max_tokens=plan.max_tokens or LABELLING_MAX_TOKENS,
             json_mode=False,
             schema=plan.output_schema,
         )
@@ -128,7 +133,7 @@ def run_start(run: Run) -> None:
 
     Precondition: in the transaction that starts the run (a refusal rolls the launch back).
     """
-    from . import tasks
+    from .. import tasks
 
     endpoint_check(endpoint=run.endpoint)
 
@@ -148,8 +153,8 @@ def run_submit(*, run_id: int) -> list[int]:
         plan = load_plan(run)
         assert plan.config is not None
         sdk = batch_providers.client(plan.config)
-    except (providers.PermanentError, services.RunError, ValueError) as exc:
-        services.run_fail(run_id=run_id, error=str(exc))
+    except (providers.PermanentError, RunError, ValueError) as exc:
+        run_fail(run_id=run_id, error=str(exc))
         return made
     max_requests, max_bytes = limits(run.endpoint.provider)
     try:
@@ -206,24 +211,20 @@ def _batch_items(token: str, chunk: int = 2000) -> Iterator[RunItem]:
         last = items[-1].id
 
 
-def _build_and_submit(
-    batch: ProviderBatch, *, plan: services._Plan, sdk: Any, max_bytes: int
-) -> None:
+def _build_and_submit(batch: ProviderBatch, *, plan: RunPlan, sdk: Any, max_bytes: int) -> None:
     """Write the batch's request file, cut at `max_bytes`, and create it at the provider."""
     assert plan.config is not None
     spec = request_spec(plan)
     count = size = 0
     last_id: int | None = None
     overflow_from: int | None = None
-    unbuildable: list[services.Result] = []
+    unbuildable: list[Result] = []
     with tempfile.TemporaryFile() as jsonl:
         for item in _batch_items(batch.token):
             try:
-                system, user = services.item_messages(
-                    item=item, rubric=plan.rubric or None, plan=plan
-                )
+                system, user = item_messages(item=item, rubric=plan.rubric or None, plan=plan)
             except ValueError as exc:  # a target the prompt cannot be built for: say why
-                outcome = services.Outcome(error=str(exc))
+                outcome = Outcome(error=str(exc))
                 unbuildable.append((item, outcome))
                 continue
             line = batch_providers.request_line(
@@ -257,9 +258,9 @@ def _build_and_submit(
             _items_handback(batch.token, error=str(exc), uncount=True)
             _batch_close(batch, status=ProviderBatch.Status.ABANDONED, error=str(exc))
             if isinstance(exc, providers.PermanentError) and (
-                exc.status_code in services.ENDPOINT_BROKEN_STATUSES
+                exc.status_code in ENDPOINT_BROKEN_STATUSES
             ):
-                services.run_fail(run_id=plan.run_id, error=str(exc))
+                run_fail(run_id=plan.run_id, error=str(exc))
             return
     batch.provider_batch_id = submitted.batch_id
     batch.input_file_id = submitted.input_file_id
@@ -378,12 +379,17 @@ def run_settle(*, run_id: int) -> Run:
     """Finish a batch-mode run once none of its batches is open (done, or cancelled)."""
     if _open_batches(run_id).exists():
         return Run.objects.get(id=run_id)
-    return services.run_finalize(run_id=run_id)
+    return run_finalize(run_id=run_id)
 
 
 @transaction.atomic
-def _lease(batch_id: int, *, force: bool) -> ProviderBatch | None:
-    """Take the batch's next poll for this poller (others skip it until the backoff is over)."""
+def batch_lease(batch_id: int, *, force: bool) -> ProviderBatch | None:
+    """Take the batch's next poll for this poller (others skip it until the backoff is over).
+
+    None when another poller holds it, it is closed, or (unless `force`) its next poll is not
+    due yet. Atomic on its own; inside a caller's transaction the row stays locked until that
+    one commits.
+    """
     # Only the batch's row is locked (of=self): with the joined run and endpoint rows locked
     # too, a second poller leasing another batch of the same run at that moment would find the
     # run row locked and skip its batch, leaving it for a later poll instead of storing the two
@@ -406,7 +412,7 @@ def _lease(batch_id: int, *, force: bool) -> ProviderBatch | None:
 
 def batch_poll(*, batch_id: int, force: bool = False) -> int:
     """Look at one batch; store its results once it ended. Returns how many were stored."""
-    batch = _lease(batch_id, force=force)
+    batch = batch_lease(batch_id, force=force)
     if batch is None:
         return 0
     run = batch.run
@@ -466,7 +472,7 @@ def batch_poll(*, batch_id: int, force: bool = False) -> int:
         sdk.close()
 
 
-def _batch_failed(batch: ProviderBatch, *, plan: services._Plan, error: str) -> None:
+def _batch_failed(batch: ProviderBatch, *, plan: RunPlan, error: str) -> None:
     """A batch refused as a whole: each item is re-asked while it has attempts left."""
     reason = f"batch {batch.provider_batch_id} failed: {error}"
     with transaction.atomic():
@@ -478,9 +484,7 @@ def _batch_failed(batch: ProviderBatch, *, plan: services._Plan, error: str) -> 
         again = [item for item in items if item.attempts < plan.max_output_attempts]
         final = [item for item in items if item.attempts >= plan.max_output_attempts]
         _reask(again, token=batch.token, reasons={item.id: reason for item in again})
-        plan.store(
-            [(item, services.Outcome(error=_joined(item, reason))) for item in final], batch.token
-        )
+        plan.store([(item, Outcome(error=_joined(item, reason))) for item in final], batch.token)
         _batch_close(batch, status=ProviderBatch.Status.FAILED, error=error)
 
 
@@ -512,7 +516,7 @@ def _joined(item: RunItem, reason: str) -> str:
 
 @transaction.atomic
 def results_store(
-    *, plan: services._Plan, token: str, results: Sequence[batch_providers.BatchResult]
+    *, plan: RunPlan, token: str, results: Sequence[batch_providers.BatchResult]
 ) -> Stored:
     """Store a chunk of one batch's results exactly once (one transaction).
 
@@ -536,7 +540,7 @@ def results_store(
         )
     }
     cancelling = Run.objects.filter(id=plan.run_id, status=Run.Status.CANCELLING).exists()
-    finished: list[services.Result] = []
+    finished: list[Result] = []
     again: list[RunItem] = []
     reasons: dict[int, str] = {}
     back: list[int] = []
@@ -550,7 +554,7 @@ def results_store(
         if result.kind == "canceled":
             back.append(item.id)
             continue
-        outcome = services.Outcome()
+        outcome = Outcome()
         completion = result.completion
         problem = result.error or result.kind
         if completion is not None:
@@ -577,7 +581,7 @@ def results_store(
         prefix = f"no valid {kind} output; " if kind and completion is not None else ""
         outcome.error = prefix + _joined(item, reason)
         finished.append((item, outcome))
-    services.items_bill(received=billed, plan=plan, locked=True)  # locked above
+    items_bill(received=billed, plan=plan, locked=True)  # locked above
     if finished:
         counts.stored = plan.store(finished, token)
     counts.reasked = _reask(again, token=token, reasons=reasons, plan=plan)
@@ -594,16 +598,16 @@ def results_store(
 
 
 def _parse_into(
-    plan: services._Plan,
+    plan: RunPlan,
     completion: providers.Completion,
-    outcome: services.Outcome,
+    outcome: Outcome,
     names: list[str],
 ) -> str:
     """Parse like immediate mode; returns why the answer is unusable ("" when usable). A batch
     result carries the same finish reason as an immediate answer, so an answer cut off by the
     token limit is refused here too, whatever could be parsed from it."""
     if plan.kind == Run.Kind.GENERATION:
-        services._generation_outcome(plan, completion, outcome)
+        generation_outcome(plan, completion, outcome)
         return outcome.error
     limit = request_spec(plan).max_tokens
     if plan.kind == Run.Kind.JUDGE:
@@ -626,7 +630,7 @@ def _reask(
     *,
     token: str,
     reasons: dict[int, str],
-    plan: services._Plan | None = None,
+    plan: RunPlan | None = None,
 ) -> int:
     """Back to pending for the next batch, with the reason and the tokens spent so far."""
     if not items:
@@ -670,7 +674,7 @@ def run_cancel_batches(*, run_id: int) -> int:
     run = Run.objects.select_related("endpoint").get(id=run_id)
     if run.status != Run.Status.CANCELLING:
         return 0
-    config = services.endpoint_config(run.endpoint)
+    config = endpoint_config(run.endpoint)
     sdk = batch_providers.client(config)
     cancelled = 0
     try:
@@ -688,176 +692,3 @@ def run_cancel_batches(*, run_id: int) -> int:
         sdk.close()
     run_settle(run_id=run_id)
     return cancelled
-
-
-# ------------------------------------------------------------------------------ cost
-
-
-@dataclass(frozen=True)
-class CostEstimate:
-    """Input tokens of the run's requests and what they and the answers would cost.
-
-    Output tokens are not known before the run: `output_tokens` assumes every request uses its
-    full token limit, so the costs are upper bounds for the output side.
-    """
-
-    requests: int
-    input_tokens: int
-    output_tokens: int
-    method: str  # "count_tokens" (the provider counted) or "chars/4"
-    immediate_usd: float
-    batch_usd: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "input_tokens": self.input_tokens,
-            "output_tokens_max": self.output_tokens,
-            "method": self.method,
-            "immediate_usd": round(self.immediate_usd, 4),
-            "batch_usd": round(self.batch_usd, 4),
-        }
-
-
-def chars_estimate(text: str) -> int:
-    """About four characters per token in English text with the providers' tokenizers."""
-    return math.ceil(len(text) / 4)
-
-
-def cost_estimate(
-    *,
-    endpoint: ModelEndpoint,
-    prompts: Iterable[tuple[str, str]],
-    repeats: int,
-    max_tokens: int,
-    sample_for_count: int = 20,
-) -> CostEstimate:
-    """Estimate a run's cost from its prompts (system, user), before it is launched.
-
-    Anthropic endpoints count the first `sample_for_count` distinct prompts with the
-    token-counting endpoint and scale the character count of all prompts by the ratio (one
-    request per prompt would cost minutes on a 100,000-item run); elsewhere chars/4.
-    """
-    chars = 0
-    count = 0
-    sample: list[tuple[str, str]] = []
-    for system, user in prompts:
-        chars += len(system) + len(user)
-        count += 1
-        if len(sample) < sample_for_count:
-            sample.append((system, user))
-    tokens = math.ceil(chars / 4)
-    method = "chars/4"
-    if endpoint.provider == ModelEndpoint.Provider.ANTHROPIC and sample:
-        config = services.endpoint_config(endpoint)
-        try:
-            # An Anthropic endpoint's client.
-            sdk = cast("anthropic.Anthropic", batch_providers.client(config))
-            spec = batch_providers.RequestSpec(
-                temperature=None, max_tokens=max_tokens, json_mode=False, schema=None
-            )
-            counted = sum(
-                batch_providers.count_input_tokens(sdk, config, system=s, user=u, spec=spec)
-                for s, u in sample
-            )
-            sdk.close()
-            sample_chars = sum(len(s) + len(u) for s, u in sample)
-            tokens = math.ceil(chars * counted / max(1, sample_chars))
-            method = "count_tokens"
-        except providers.ProviderError as exc:
-            logger.info("token counting failed, using chars/4: %s", exc)
-    input_tokens = tokens * repeats
-    output_tokens = count * repeats * max_tokens
-    immediate = (
-        input_tokens * endpoint.price_input_per_mtok
-        + output_tokens * endpoint.price_output_per_mtok
-    ) / 1_000_000
-    batch_in = endpoint.price_batch_input_per_mtok or endpoint.price_input_per_mtok
-    batch_out = endpoint.price_batch_output_per_mtok or endpoint.price_output_per_mtok
-    batch = (input_tokens * batch_in + output_tokens * batch_out) / 1_000_000
-    return CostEstimate(
-        requests=count * repeats,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        method=method,
-        immediate_usd=immediate,
-        batch_usd=batch,
-    )
-
-
-def launch_estimate(
-    *,
-    kind: str,
-    study_id: int,
-    endpoint: ModelEndpoint,
-    subset: str,
-    sample_size: int | None,
-    sample_seed: int,
-    repeats: int,
-    max_tokens: int | None,
-) -> CostEstimate:
-    """The cost estimate the launch form shows for a judge or labelling run, before launching.
-
-    Builds every prompt the run would send (streamed; only their lengths are kept).
-    """
-    from annotation.models import Conversation, Response
-
-    from .prompts import judge_messages
-
-    if kind == Run.Kind.JUDGE:
-        rubric = services.study_rubric(study_id=study_id)
-        rater = _estimate_rater(endpoint)
-        ids = services.judge_targets(
-            study_id=study_id,
-            rater=rater,
-            subset=subset,
-            sample_size=sample_size,
-            sample_seed=sample_seed,
-        )
-        responses = Response.objects.filter(id__in=ids).select_related("conversation")
-        prompts: Iterable[tuple[str, str]] = (
-            judge_messages(r.conversation.context, r.text, rubric)
-            for r in responses.iterator(chunk_size=2000)
-        )
-        limit = max_tokens or services.JUDGE_MAX_TOKENS
-    else:
-        labels = services.study_distortion_labels(study_id=study_id)
-        from annotation.models import Study
-
-        scheme = Study.objects.get(id=study_id).label_scheme
-        conversations = Conversation.objects.filter(study_id=study_id).order_by("id")
-        if subset == Run.Subset.SAMPLE and sample_size:
-            import random
-
-            ids = list(conversations.values_list("id", flat=True))
-            if sample_size < len(ids):
-                ids = sorted(random.Random(sample_seed).sample(ids, sample_size))
-            conversations = conversations.filter(id__in=ids)
-        prompts = (
-            services.labelling_messages(c.context, labels=labels, scheme=scheme)
-            for c in conversations.iterator(chunk_size=2000)
-        )
-        limit = max_tokens or services.LABELLING_MAX_TOKENS
-    return cost_estimate(endpoint=endpoint, prompts=prompts, repeats=repeats, max_tokens=limit)
-
-
-def run_record_estimate(*, run_id: int, estimate: dict[str, Any]) -> None:
-    """Keep the estimate the admin confirmed on the run, beside what it actually cost."""
-    Run.objects.filter(id=run_id).update(cost_estimate=estimate)
-
-
-def _estimate_rater(endpoint: ModelEndpoint) -> Any:
-    """The endpoint's judge rater, or the one its launch would create (unsaved: an estimate
-    writes nothing)."""
-    from annotation.models import Rater, Responder
-    from annotation.responders import paper_judge_defaults
-
-    rater = Rater.objects.filter(name=endpoint.name).first()
-    if rater is not None:
-        return rater
-    excluded = paper_judge_defaults(endpoint.name).get("excluded")
-    if excluded is None:
-        excluded = sorted(
-            Responder.objects.filter(family=endpoint.family).values_list("key", flat=True)
-        )
-    return Rater(kind=Rater.Kind.JUDGE, name=endpoint.name, excluded_responders=excluded)

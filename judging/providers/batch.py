@@ -2,8 +2,8 @@
 /v1/batches, output and error files) and Anthropic Message Batches (/v1/messages/batches,
 streamed results).
 
-Request bodies come from `providers.openai_request` / `anthropic_request` and answers are read
-by `providers.openai_completion` / `anthropic_completion`, exactly as in immediate mode, so a
+Request bodies come from `openai_request` / `anthropic_request` and answers are read by
+`openai_completion` / `anthropic_completion`, exactly as in immediate mode, so a
 batch run sends the same prompts, sampling and structured output and parses the same way.
 Clients are synchronous: batch work runs in short Celery tasks, never waiting on the provider.
 """
@@ -21,8 +21,11 @@ if TYPE_CHECKING:
     import anthropic
     import openai
 
-from . import providers
-from .providers import Completion, EndpointConfig, OutputSchema
+from .anthropic_adapter import anthropic_completion, anthropic_request
+from .client import sdk_api_key
+from .config import Completion, EndpointConfig, OutputSchema, request_messages, sampling_params
+from .errors import ProviderError, TransientError, map_exception, redact
+from .openai_adapter import openai_completion, openai_request
 
 OPENAI_ENDPOINT: Final = "/v1/chat/completions"
 COMPLETION_WINDOW: Final = "24h"
@@ -38,7 +41,7 @@ def client(config: EndpointConfig) -> openai.OpenAI | anthropic.Anthropic:
     import anthropic
     import openai
 
-    api_key = providers.sdk_api_key(config)
+    api_key = sdk_api_key(config)
     if config.provider == "anthropic":
         return anthropic.Anthropic(
             api_key=api_key, base_url=config.base_url, timeout=config.timeout, max_retries=0
@@ -65,10 +68,10 @@ def request_line(
     config: EndpointConfig, *, custom_id: str, system: str, user: str, spec: RequestSpec
 ) -> dict[str, Any]:
     """One request of a batch, in the provider's format."""
-    system_text, turns = providers._messages(system=system, user=user, messages=None)
-    params = providers._sampling(config, temperature=spec.temperature, max_tokens=spec.max_tokens)
+    system_text, turns = request_messages(system=system, user=user, messages=None)
+    params = sampling_params(config, temperature=spec.temperature, max_tokens=spec.max_tokens)
     if config.provider == "anthropic":
-        wire, body, _, _ = providers.anthropic_request(
+        wire, body, _, _ = anthropic_request(
             config,
             system=system_text,
             turns=turns,
@@ -80,7 +83,7 @@ def request_line(
             "custom_id": custom_id,
             "params": {"model": config.model, "messages": wire, **body},
         }
-    wire, body = providers.openai_request(
+    wire, body = openai_request(
         config,
         system=system_text,
         turns=turns,
@@ -98,7 +101,7 @@ def request_line(
 
 def answer_tool(config: EndpointConfig, spec: RequestSpec) -> tuple[OutputSchema | None, bool]:
     """(answer tool, prefilled) of an Anthropic request, to read its results back."""
-    _, _, tool, prefill = providers.anthropic_request(
+    _, _, tool, prefill = anthropic_request(
         config, system=None, turns=[], params={}, json_mode=spec.json_mode, schema=spec.schema
     )
     return tool, prefill
@@ -271,10 +274,10 @@ def _openai_result(config: EndpointConfig, line: dict[str, Any]) -> BatchResult:
         )
     try:
         parsed = openai.types.chat.ChatCompletion.model_validate(body)
-        completion = providers.openai_completion(
+        completion = openai_completion(
             config, parsed, latency=0.0, request_id=response.get("request_id")
         )
-    except (ValueError, providers.ProviderError) as exc:
+    except (ValueError, ProviderError) as exc:
         return BatchResult(custom_id=custom_id, kind="unreadable", error=str(exc)[:500])
     return BatchResult(custom_id=custom_id, kind="succeeded", completion=completion)
 
@@ -285,10 +288,10 @@ def _anthropic_result(
     result = entry.result
     if result.type == "succeeded":
         try:
-            completion = providers.anthropic_completion(
+            completion = anthropic_completion(
                 config, result.message, tool=tool, prefill=prefill, latency=0.0
             )
-        except providers.ProviderError as exc:
+        except ProviderError as exc:
             return BatchResult(custom_id=entry.custom_id, kind="unreadable", error=str(exc))
         return BatchResult(custom_id=entry.custom_id, kind="succeeded", completion=completion)
     if result.type == "errored":
@@ -298,12 +301,12 @@ def _anthropic_result(
     return BatchResult(custom_id=entry.custom_id, kind=result.type, error=result.type)
 
 
-def _mapped(config: EndpointConfig, exc: BaseException) -> providers.ProviderError:
-    mapped = providers._map_exception(config, exc)
+def _mapped(config: EndpointConfig, exc: BaseException) -> ProviderError:
+    mapped = map_exception(config, exc)
     if mapped is not None:
         return mapped
-    return providers.TransientError(
-        f"{config.label}: {providers.redact(str(exc), config.api_key)}", endpoint=config.label
+    return TransientError(
+        f"{config.label}: {redact(str(exc), config.api_key)}", endpoint=config.label
     )
 
 

@@ -1,0 +1,190 @@
+"""What a run would cost, estimated before it is launched: the launch form shows it and the run
+keeps the estimate the admin confirmed, beside what the run actually cost.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from annotation.selectors import study_distortion_labels, study_rubric
+
+from .. import providers
+from ..models import ModelEndpoint, Run
+from ..prompts import labelling_messages
+from ..providers import batch as batch_providers
+from .engine import JUDGE_MAX_TOKENS
+from .launch import LABELLING_MAX_TOKENS, endpoint_config, judge_targets
+
+if TYPE_CHECKING:
+    import anthropic
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """Input tokens of the run's requests and what they and the answers would cost.
+
+    Output tokens are not known before the run: `output_tokens` assumes every request uses its
+    full token limit, so the costs are upper bounds for the output side.
+    """
+
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    method: str  # "count_tokens" (the provider counted) or "chars/4"
+    immediate_usd: float
+    batch_usd: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens_max": self.output_tokens,
+            "method": self.method,
+            "immediate_usd": round(self.immediate_usd, 4),
+            "batch_usd": round(self.batch_usd, 4),
+        }
+
+
+def cost_estimate(
+    *,
+    endpoint: ModelEndpoint,
+    prompts: Iterable[tuple[str, str]],
+    repeats: int,
+    max_tokens: int,
+    sample_for_count: int = 20,
+) -> CostEstimate:
+    """Estimate a run's cost from its prompts (system, user), before it is launched.
+
+    Anthropic endpoints count the first `sample_for_count` distinct prompts with the
+    token-counting endpoint and scale the character count of all prompts by the ratio (one
+    request per prompt would cost minutes on a 100,000-item run); elsewhere chars/4.
+    """
+    chars = 0
+    count = 0
+    sample: list[tuple[str, str]] = []
+    for system, user in prompts:
+        chars += len(system) + len(user)
+        count += 1
+        if len(sample) < sample_for_count:
+            sample.append((system, user))
+    tokens = math.ceil(chars / 4)
+    method = "chars/4"
+    if endpoint.provider == ModelEndpoint.Provider.ANTHROPIC and sample:
+        config = endpoint_config(endpoint)
+        try:
+            # An Anthropic endpoint's client.
+            sdk = cast("anthropic.Anthropic", batch_providers.client(config))
+            spec = batch_providers.RequestSpec(
+                temperature=None, max_tokens=max_tokens, json_mode=False, schema=None
+            )
+            counted = sum(
+                batch_providers.count_input_tokens(sdk, config, system=s, user=u, spec=spec)
+                for s, u in sample
+            )
+            sdk.close()
+            sample_chars = sum(len(s) + len(u) for s, u in sample)
+            tokens = math.ceil(chars * counted / max(1, sample_chars))
+            method = "count_tokens"
+        except providers.ProviderError as exc:
+            logger.info("token counting failed, using chars/4: %s", exc)
+    input_tokens = tokens * repeats
+    output_tokens = count * repeats * max_tokens
+    immediate = (
+        input_tokens * endpoint.price_input_per_mtok
+        + output_tokens * endpoint.price_output_per_mtok
+    ) / 1_000_000
+    batch_in = endpoint.price_batch_input_per_mtok or endpoint.price_input_per_mtok
+    batch_out = endpoint.price_batch_output_per_mtok or endpoint.price_output_per_mtok
+    batch = (input_tokens * batch_in + output_tokens * batch_out) / 1_000_000
+    return CostEstimate(
+        requests=count * repeats,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        method=method,
+        immediate_usd=immediate,
+        batch_usd=batch,
+    )
+
+
+def launch_estimate(
+    *,
+    kind: str,
+    study_id: int,
+    endpoint: ModelEndpoint,
+    subset: str,
+    sample_size: int | None,
+    sample_seed: int,
+    repeats: int,
+    max_tokens: int | None,
+) -> CostEstimate:
+    """The cost estimate the launch form shows for a judge or labelling run, before launching.
+
+    Builds every prompt the run would send (streamed; only their lengths are kept).
+    """
+    from annotation.models import Conversation, Response
+
+    from ..prompts import judge_messages
+
+    if kind == Run.Kind.JUDGE:
+        rubric = study_rubric(study_id=study_id)
+        rater = _estimate_rater(endpoint)
+        ids = judge_targets(
+            study_id=study_id,
+            rater=rater,
+            subset=subset,
+            sample_size=sample_size,
+            sample_seed=sample_seed,
+        )
+        responses = Response.objects.filter(id__in=ids).select_related("conversation")
+        prompts: Iterable[tuple[str, str]] = (
+            judge_messages(r.conversation.context, r.text, rubric)
+            for r in responses.iterator(chunk_size=2000)
+        )
+        limit = max_tokens or JUDGE_MAX_TOKENS
+    else:
+        labels = study_distortion_labels(study_id=study_id)
+        from annotation.models import Study
+
+        scheme = Study.objects.get(id=study_id).label_scheme
+        conversations = Conversation.objects.filter(study_id=study_id).order_by("id")
+        if subset == Run.Subset.SAMPLE and sample_size:
+            import random
+
+            ids = list(conversations.values_list("id", flat=True))
+            if sample_size < len(ids):
+                ids = sorted(random.Random(sample_seed).sample(ids, sample_size))
+            conversations = conversations.filter(id__in=ids)
+        prompts = (
+            labelling_messages(c.context, labels=labels, scheme=scheme)
+            for c in conversations.iterator(chunk_size=2000)
+        )
+        limit = max_tokens or LABELLING_MAX_TOKENS
+    return cost_estimate(endpoint=endpoint, prompts=prompts, repeats=repeats, max_tokens=limit)
+
+
+def run_record_estimate(*, run_id: int, estimate: dict[str, Any]) -> None:
+    """Keep the estimate the admin confirmed on the run, beside what it actually cost."""
+    Run.objects.filter(id=run_id).update(cost_estimate=estimate)
+
+
+def _estimate_rater(endpoint: ModelEndpoint) -> Any:
+    """The endpoint's judge rater, or the one its launch would create (unsaved: an estimate
+    writes nothing)."""
+    from annotation.models import Rater, Responder
+    from annotation.responders import paper_judge_defaults
+
+    rater = Rater.objects.filter(name=endpoint.name).first()
+    if rater is not None:
+        return rater
+    excluded = paper_judge_defaults(endpoint.name).get("excluded")
+    if excluded is None:
+        excluded = sorted(
+            Responder.objects.filter(family=endpoint.family).values_list("key", flat=True)
+        )
+    return Rater(kind=Rater.Kind.JUDGE, name=endpoint.name, excluded_responders=excluded)
