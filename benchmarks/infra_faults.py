@@ -37,23 +37,9 @@ from pathlib import Path
 import httpx
 import psycopg
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT, free_port, wait_until
+
 ENCRYPTION_KEY = "JW-EH4jSIWW4IXMVVDkF_I7Uat-Y_1_EVJ0yAAWJr9c="  # a throwaway for this run
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until(condition, *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise SystemExit(f"timed out after {timeout:g} s waiting for {what}")
 
 
 class Postgres:
@@ -251,7 +237,6 @@ def run(*, clinicians: int, seconds: int, folder: Path) -> dict:
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT,
                    env=env, check=True)  # fmt: skip
-    sys.path.insert(0, str(ROOT))
     from benchmarks.load_autosave import seed, verify
 
     sessions = seed(clinicians)  # migrates, then a study, clinicians and their sessions
