@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
 
     # A throwaway key, as bin/test makes: settings refuse to start without one outside DEBUG.
-    os.environ.setdefault("SECRET_KEY", "bench-only-" + os.urandom(16).hex())
+    os.environ.setdefault("SECRET_KEY", "bench-only-" + os.urandom(32).hex())
     if not args.keep:
         harness.fresh_database(args.db)
     harness.django_setup(**harness.database_env(args.db))

@@ -42,9 +42,6 @@ from benchmarks.harness import ROOT
 
 def _django(**env: str) -> None:
     """Django on the benchmark database: `env`'s DATABASE_URL, or the one the parent passed on."""
-    os.environ.setdefault(
-        "SECRET_KEY", "bench-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
-    )
     # Celery eager: the launch's on-commit submit runs in this process, which is exactly the
     # work the batch_submit task does on a worker.
     harness.django_setup(
@@ -175,6 +172,11 @@ def main() -> None:
     parser.add_argument("--endpoint", type=int, help=argparse.SUPPRESS)
     harness.add_database_argument(parser, "mentalbench_bench_batch")
     args = parser.parse_args()
+    # A throwaway key (settings refuse to start without one outside DEBUG), before anything
+    # starts Django: the migration of the fresh database, this process, its children.
+    os.environ.setdefault(
+        "SECRET_KEY", "bench-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
+    )
     if args.phase:
         _django()
         if args.phase == "poll":
