@@ -4,7 +4,7 @@
         .venv/bin/python -m benchmarks.judge_assisted_apply [--study NAME] [--runs 7]
 
 Through Django's test client (the whole view: permission check, ratings version, report,
-charts, template), logged in as a superuser it creates if the database has none. In one
+charts, template), logged in as a researcher (`bench-researcher`, made if missing). In one
 process, in this order:
 
 - the first request of the process (the page with its defaults: Python imports of the
@@ -42,12 +42,13 @@ def main() -> None:
     from django.test import Client
 
     from annotation.models import Study
+    from annotation.roles import RESEARCHER, role_add
 
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     study = Study.objects.get(name=args.study)
-    user = get_user_model().objects.filter(is_superuser=True).first()
-    if user is None:
-        user = get_user_model().objects.create_superuser("apply-bench", "", None)
+    # A researcher, whom the page is for: staff would first be asked for a second factor.
+    user, _ = get_user_model().objects.get_or_create(username="bench-researcher")
+    role_add(user=user, role=RESEARCHER)
     client = Client()
     client.force_login(user)
     url = f"/analysis/studies/{study.pk}/judge-assisted/"

@@ -53,7 +53,7 @@ def means_ratios(
             codes, judges=judges, attributes=attributes, exclusions=exclusions,
             labelled=order[:n],
         )  # fmt: skip
-        return ja.means_table(arrays, judges=judges, attributes=attributes, explicit_labelled=True)
+        return ja.means_table(arrays, judges=judges, attributes=attributes)
 
     plan = planner_table(means(pilot), target_half_width=target)
     z = z_value(0.05)
