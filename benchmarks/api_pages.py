@@ -103,14 +103,7 @@ def main() -> None:
             headers={"Authorization": f"Token {token}"},
             timeout=60,
         ) as http:
-
-            def healthy() -> bool:
-                try:
-                    return http.get("/healthz").status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            harness.wait_until(healthy, timeout=20, what="gunicorn")
+            harness.wait_for_healthz(f"http://127.0.0.1:{port}")
             for name, offset in pages.items():
                 params = {"study": study.pk, "limit": MAX_LIMIT, "offset": offset}
                 answer = http.get("/api/ratings/", params=params)  # warm-up

@@ -115,13 +115,26 @@ def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> N
     raise SystemExit(f"timed out after {timeout:g} s waiting for {what}")
 
 
-def port_open(port: int) -> bool:
+def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def wait_for_port(port: int, *, timeout: float = 15, what: str = "a server") -> None:
-    wait_until(lambda: port_open(port), timeout=timeout, what=f"{what} on port {port}")
+    wait_until(lambda: _port_open(port), timeout=timeout, what=f"{what} on port {port}")
+
+
+def wait_for_healthz(base: str, *, timeout: float = 30) -> None:
+    """Wait until the platform served at `base` (e.g. gunicorn just started) answers /healthz."""
+    import httpx
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(healthy, timeout=timeout, what=f"{base}/healthz")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from benchmarks.harness import ROOT, free_port, wait_until
+from benchmarks.harness import ROOT, free_port, wait_for_healthz, wait_until
 
 ENCRYPTION_KEY = "JW-EH4jSIWW4IXMVVDkF_I7Uat-Y_1_EVJ0yAAWJr9c="  # a throwaway for this run
 
@@ -264,7 +264,7 @@ def run(*, clinicians: int, seconds: int, folder: Path) -> dict:
     batch_server = FakeLLMServer().__enter__()
     stop = threading.Event()
     try:
-        wait_until(lambda: _healthy(base), timeout=60, what="gunicorn")
+        wait_for_healthz(base, timeout=60)
         study = Study.objects.get(name="Load benchmark")
         common = {"family": "fake", "api_key": "sk-infra-faults", "timeout_s": 10.0,
                   "price_input_per_mtok": 2.5, "price_output_per_mtok": 10.0}  # fmt: skip
@@ -365,13 +365,6 @@ def run(*, clinicians: int, seconds: int, folder: Path) -> dict:
             postgres.stop()
         except subprocess.CalledProcessError:
             pass
-
-
-def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def failures(result: dict) -> list[str]:

@@ -378,15 +378,8 @@ def main() -> int:
         env=env,
     )
     base = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
     try:
-        harness.wait_until(healthy, timeout=30, what="gunicorn")
+        harness.wait_for_healthz(base)
         # Warm each worker up (imports, URL resolver, templates), as a running server is.
         for session, token in sessions[: 2 * args.workers]:
             httpx.get(f"{base}/rate/{token}/", cookies={"sessionid": session}).raise_for_status()
