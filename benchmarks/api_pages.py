@@ -1,7 +1,6 @@
 """The REST API's largest page at paper scale, over HTTP, beside its floor.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python -m benchmarks.api_pages [--runs 5] [--keep]
+    .venv/bin/python -m benchmarks.api_pages [--conversations 10000] [--runs 5] [--keep] [--db NAME]
 
 Builds (or with --keep reuses) benchmarks.paper_scale's study in its database
 mentalbench_bench_paper (10,000 conversations × 10 responses; 420,000 ratings, 2.94 million
@@ -22,46 +21,28 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _median(times: list[float]) -> str:
-    runs = ", ".join(f"{t * 1000:.0f}" for t in times)
-    return f"median {statistics.median(times) * 1000:.0f} ms (runs {runs})"
+from benchmarks import harness, paper_scale
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="reuse the paper-scale database")
+    parser.add_argument(
+        "--conversations", type=int, default=paper_scale.CONVERSATIONS, help="a smaller study"
+    )
+    harness.add_database_argument(parser, paper_scale.DB)
     args = parser.parse_args()
 
-    from benchmarks import paper_scale
-
     # A throwaway key, as bin/test makes: settings refuse to start without one outside DEBUG.
-    os.environ.setdefault("SECRET_KEY", "bench-only-" + os.urandom(16).hex())
+    os.environ.setdefault("SECRET_KEY", "bench-only-" + os.urandom(32).hex())
     if not args.keep:
-        paper_scale.fresh_db()
-    env = paper_scale.env()
-    os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+        harness.fresh_database(args.db)
+    harness.django_setup(**harness.database_env(args.db))
     import logging
 
     import httpx
@@ -79,7 +60,7 @@ def main() -> None:
 
     if not Study.objects.filter(name=paper_scale.STUDY).exists():
         start = time.perf_counter()
-        n = paper_scale.synthesize()
+        n = paper_scale.synthesize(db=args.db, conversations=args.conversations)
         print(f"built the study: {n:,} scores in {time.perf_counter() - start:.0f} s")
     study = Study.objects.get(name=paper_scale.STUDY)
     n_ratings = Rating.objects.filter(response__conversation__study=study).count()
@@ -89,9 +70,6 @@ def main() -> None:
     last = (n_ratings - 1) // MAX_LIMIT * MAX_LIMIT
     pages = {"first page": 0, "middle page": last // 2 // MAX_LIMIT * MAX_LIMIT, "last page": last}
     print(f"study {paper_scale.STUDY!r}: {n_ratings:,} ratings; pages of {MAX_LIMIT}")
-
-    def load() -> str:
-        return f"load {os.getloadavg()[0]:.2f}"
 
     # The floor: the page's own SQL, captured from the view, run straight on PostgreSQL.
     floors: dict[str, list[str]] = {}
@@ -110,13 +88,13 @@ def main() -> None:
             if q["sql"].lstrip().upper().startswith("SELECT")
         ]
 
-    port = _free_port()
+    port = harness.free_port()
     server = subprocess.Popen(
         [
             sys.executable, "-m", "gunicorn", "mentalbench.wsgi", "--bind", f"127.0.0.1:{port}",
             "--workers", "1", "--timeout", "120",
         ],
-        cwd=ROOT, env={**os.environ, "DEBUG": "0", "ALLOWED_HOSTS": "127.0.0.1"},
+        cwd=harness.ROOT, env={**os.environ, "DEBUG": "0", "ALLOWED_HOSTS": "127.0.0.1"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -125,36 +103,28 @@ def main() -> None:
             headers={"Authorization": f"Token {token}"},
             timeout=60,
         ) as http:
-            for _ in range(100):
-                try:
-                    http.get("/healthz")
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.2)
+            harness.wait_for_healthz(f"http://127.0.0.1:{port}")
             for name, offset in pages.items():
                 params = {"study": study.pk, "limit": MAX_LIMIT, "offset": offset}
-                http.get("/api/ratings/", params=params)  # warm-up
-                times, size, count = [], 0, 0
-                for _ in range(args.runs):
-                    start = time.perf_counter()
-                    answer = http.get("/api/ratings/", params=params)
-                    times.append(time.perf_counter() - start)
-                    assert answer.status_code == 200, answer.text[:300]
-                    size, count = len(answer.content), len(answer.json()["results"])
-                floor = []
-                for _ in range(args.runs):
-                    start = time.perf_counter()
+                answer = http.get("/api/ratings/", params=params)  # warm-up
+                assert answer.status_code == 200, answer.text[:300]
+                size, count = len(answer.content), len(answer.json()["results"])
+
+                def get_page(params=params) -> None:
+                    http.get("/api/ratings/", params=params).raise_for_status()
+
+                def run_sql(statements=floors[name]) -> None:
                     with connection.cursor() as cursor:
-                        for sql in floors[name]:
+                        for sql in statements:
                             cursor.execute(sql)
                             cursor.fetchall()
-                    floor.append(time.perf_counter() - start)
-                ratio = statistics.median(times) / statistics.median(floor)
+
+                page, floor, ratio = harness.beside_floor(get_page, run_sql, args.runs)
                 print(
                     f"GET /api/ratings/ {name} (offset {offset:,}, {count} ratings, "
-                    f"{size / 1024:.0f} KB): {_median(times)}; floor, its {len(floors[name])} "
-                    f"SQL statements on PostgreSQL: {_median(floor)}; {ratio:.1f}× the floor; "
-                    f"target < 1 s; {load()}"
+                    f"{size / 1024:.0f} KB): {page}; floor, its {len(floors[name])} SQL "
+                    f"statements on PostgreSQL: {floor}; {ratio:.1f}× the floor; target < 1 s; "
+                    f"{harness.load()}"
                 )
     finally:
         server.terminate()

@@ -1,10 +1,11 @@
 """Batch mode at paper scale: a 100,000-item judge run through the fake server's OpenAI Batch
 endpoints, beside an immediate-mode run measured in the same invocation.
 
-    .venv/bin/python benchmarks/batch_bench.py [--items 100000] [--immediate-items 5000]
+    .venv/bin/python -m benchmarks.batch_bench [--items 100000] [--immediate-items 5000] [--db NAME]
 
 What it does, end to end, on this machine:
-1. creates a fresh PostgreSQL database (`mentalbench_bench_batch`, dropped first) and migrates;
+1. creates a fresh PostgreSQL database (`mentalbench_bench_batch` or --db, dropped first) and
+   migrates;
 2. writes a synthetic study: items/10 conversations × 10 responders;
 3. starts the fake LLM server (`tests.fakes.llm_server --no-record`) in its own process;
 4. batch run, in a fresh "worker" process (the work a Celery worker does, called directly):
@@ -23,8 +24,6 @@ What it does, end to end, on this machine:
 5. immediate run, in another fresh process: `services.run_work` (the work loop a Celery task
    runs) over `--immediate-items` responses with 200 requests in flight; ratings/s.
 Prints one JSON object with every figure (for docs/benchmarks.md).
-
-Needs PostgreSQL on $BENCH_PG (default postgres://postgres@127.0.0.1:5432).
 """
 
 from __future__ import annotations
@@ -32,49 +31,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DB_NAME = "mentalbench_bench_batch"
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+from benchmarks import harness
+from benchmarks.harness import ROOT
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for_port(port: int, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise SystemExit(f"the fake LLM server did not start on port {port}")
-
-
-def _django() -> None:
-    os.environ["DATABASE_URL"] = f"{PG}/{DB_NAME}"
+def _django(**env: str) -> None:
+    """Django on the benchmark database: `env`'s DATABASE_URL, or the one the parent passed on."""
     # Celery eager: the launch's on-commit submit runs in this process, which is exactly the
     # work the batch_submit task does on a worker.
-    os.environ["REDIS_URL"] = ""
-    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    os.environ["LOG_LEVEL"] = "WARNING"
-    os.environ["MENTALBENCH_KEY_BENCH"] = "sk-bench"
-    os.environ.setdefault(
-        "SECRET_KEY", "bench-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
-    )
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+    harness.django_setup(
+        REDIS_URL="", CELERY_TASK_ALWAYS_EAGER="1", LOG_LEVEL="WARNING",
+        MENTALBENCH_KEY_BENCH="sk-bench", **env,
+    )  # fmt: skip
 
 
 def _peak_mb() -> float:
@@ -111,7 +84,8 @@ def phase_batch(study_id: int, endpoint_id: int) -> dict:
         subprocess.Popen(
             [
                 sys.executable,
-                str(Path(__file__).resolve()),
+                "-m",
+                "benchmarks.batch_bench",
                 "--phase",
                 "poll",
                 "--batch",
@@ -198,7 +172,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--study", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", type=int, help=argparse.SUPPRESS)
+    harness.add_database_argument(parser, "mentalbench_bench_batch")
     args = parser.parse_args()
+    # A throwaway key (settings refuse to start without one outside DEBUG), before anything
+    # starts Django: the migration of the fresh database, this process, its children.
+    os.environ.setdefault(
+        "SECRET_KEY", "bench-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
+    )
     if args.phase:
         _django()
         if args.phase == "poll":
@@ -210,15 +190,8 @@ def main() -> None:
         print("RESULT " + json.dumps(result), flush=True)
         return
 
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    _django()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    harness.fresh_database(args.db)
+    _django(DATABASE_URL=harness.database_url(args.db))
     from annotation.models import Conversation, Response
     from annotation.responders import KNOWN_RESPONDERS
     from annotation.services import responders_ensure, study_get_or_create
@@ -253,14 +226,14 @@ def main() -> None:
     )
     data_s = time.perf_counter() - started
 
-    port = _free_port()
+    port = harness.free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "tests.fakes.llm_server", "--port", str(port), "--no-record"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    results: dict = {"data_s": round(data_s, 1), "load_before": os.getloadavg()}
+    results: dict = {"data_s": round(data_s, 1), "load_before": harness.load()}
     try:
-        _wait_for_port(port)
+        harness.wait_for_port(port, what="the fake LLM server")
         endpoints = {
             name: ModelEndpoint.objects.create(
                 name=f"bench-{name}",
@@ -279,7 +252,7 @@ def main() -> None:
         }
         for phase in ("batch", "immediate"):
             out = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--phase", phase,
+                [sys.executable, "-m", "benchmarks.batch_bench", "--phase", phase,
                  "--study", str(study.id), "--endpoint", str(endpoints[phase]),
                  "--immediate-items", str(args.immediate_items)],
                 cwd=ROOT, capture_output=True, text=True, env=os.environ.copy(),
@@ -290,7 +263,7 @@ def main() -> None:
                     f"{phase} phase failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
                 )
             results[phase] = json.loads(line.removeprefix("RESULT "))
-        results["load_after"] = os.getloadavg()
+        results["load_after"] = harness.load()
         # What the pollers stored in the time measured (not what the settling poll stored).
         stored_per_s = (
             sum(results["batch"]["stored_by_pollers"]) / results["batch"]["results_to_stored_s"]

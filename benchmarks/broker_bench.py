@@ -28,7 +28,8 @@ from pathlib import Path
 
 from celery import Celery
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT, load
+
 app = Celery("broker_bench")
 
 
@@ -108,6 +109,7 @@ def _measure(kind: str, tasks: int) -> dict[str, object]:
         "send_ms_p95": ms(sends, 95),
         "start_ms_median": round(1000 * statistics.median(starts), 1),
         "start_ms_p95": ms(starts, 95),
+        "load": load(),
     }
 
 

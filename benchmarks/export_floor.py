@@ -8,30 +8,12 @@ database and the disk cost with no Python at all.
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _rss_run(argv: list[str], env: dict) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of a command in a fresh child process."""
-    code = (
-        "import resource, subprocess, sys, time;"
-        "t=time.perf_counter();"
-        f"subprocess.run({argv!r}, check=True, stdout=subprocess.DEVNULL);"
-        "w=time.perf_counter()-t;"
-        "print(w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True
-    )
-    wall, rss = done.stdout.split()
-    return float(wall), float(rss)
+from benchmarks.harness import load, run_with_peak_rss
 
 
 def copy_select(*, study_name: str, wide: bool = False) -> str:
@@ -73,8 +55,8 @@ def measure(*, study_name: str, env: dict, out_dir: Path, runs: int) -> dict:
     psql = ["psql", "-q", "-X", url, "-c", f"\\copy ({select}) TO '{floor_out}' WITH (FORMAT csv)"]
     exports, floors = [], []
     for _ in range(runs):
-        exports.append(_rss_run(command, env))
-        floors.append(_rss_run(psql, env))
+        exports.append(run_with_peak_rss(command, env))
+        floors.append(run_with_peak_rss(psql, env))
     # Same rows: the export's file is the header plus exactly the floor's bytes.
     body = out.read_bytes().split(b"\n", 1)[1]
     same = body == floor_out.read_bytes()
@@ -100,5 +82,5 @@ def report(result: dict) -> str:
         f"{result['export_s']:.2f} s (runs {runs}), peak RSS {result['export_rss_mb']:.0f} MB\n"
         f"floor, psql \\copy of the same SELECT: median {result['floor_s']:.2f} s "
         f"(runs {floor_runs}); ratio {result['ratio']:.2f}×; same rows byte for byte: "
-        f"{result['same_bytes']}; load average {os.getloadavg()[0]:.2f}"
+        f"{result['same_bytes']}; {load()}"
     )

@@ -1,11 +1,11 @@
 """Import benchmark: 10,000 synthetic conversations × 10 responses, and the MentalAlign workbooks.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres python -m benchmarks.import_bench
+    .venv/bin/python -m benchmarks.import_bench [--runs 3] [--conversations 10000] [--db NAME]
 
 Each measurement runs `manage.py import_*` as a subprocess on a freshly migrated database
-(mentalbench_bench_import, dropped and recreated per run) and reports the median of --runs runs.
-Each command runs as a user types it (with Django's system checks). Beside each figure, its
-floor measured in the same run:
+(mentalbench_bench_import or --db, dropped and recreated per run) and reports the median of
+--runs runs. Each command runs as a user types it (with Django's system checks). Beside each
+figure, its floor measured in the same run:
 
 - 10k × 10 conversations: a COPY-and-reshape floor — psql `\\copy`s the CSV into a staging table
   and reshapes it with two INSERT … SELECT into the conversation and response tables (constraints
@@ -13,25 +13,22 @@ floor measured in the same run:
 - MentalAlign workbooks: openpyxl's read-only parsing of the three workbooks alone.
 
 A naive importer creating one row per ORM call (on 500 conversations, extrapolated linearly) is
-kept as the old baseline. The MentalAlign workbooks are looked for in ../shared/data/mentalalign70k
-(or --shared); the script stops with an error when they are missing rather than skip them
-(--no-mentalalign to leave them out on purpose).
+kept as the old baseline. The MentalAlign workbooks are looked for in
+$MENTALBENCH_SHARED/data/mentalalign70k (or --shared); the script stops with an error when
+they are missing rather than skip them (--no-mentalalign to leave them out on purpose).
 """
 
 import argparse
-import os
 import random
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from annotation.csvsafe import safe_writer
-from benchmarks.databases import database_env, database_recreate
+from benchmarks import harness
+from benchmarks.harness import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-DB = "mentalbench_bench_import"
 MODELS = [
     "claude",
     "gemini",
@@ -72,23 +69,15 @@ def write_csv(path: Path, n: int) -> None:
             )
 
 
-def env() -> dict:
-    return database_env(DB)
-
-
-def fresh_db() -> None:
-    database_recreate(DB)
-
-
-def manage(*args: str) -> float:
-    start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        check=True,
-        env=env(),
-        stdout=subprocess.DEVNULL,
+def manage(db: str, *args: str) -> float:
+    return harness.seconds(
+        lambda: subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), *args],
+            check=True,
+            env=harness.database_env(db),
+            stdout=subprocess.DEVNULL,
+        )
     )
-    return time.perf_counter() - start
 
 
 FLOOR_SQL = """
@@ -119,7 +108,7 @@ COMMIT;
 """
 
 
-def floor_seconds(path: Path) -> float:
+def floor_seconds(db: str, path: Path) -> float:
     """The COPY-and-reshape floor, run after an import of the same file into the same
     database (the responders exist; a second study receives the rows)."""
     script = FLOOR_SQL.format(
@@ -127,15 +116,15 @@ def floor_seconds(path: Path) -> float:
         path=path.resolve(),
         pairs=", ".join(f"('{m}', raw.{m})" for m in MODELS),
     )
-    start = time.perf_counter()
-    subprocess.run(
-        ["psql", "-q", "-X", env()["DATABASE_URL"]],
-        input=script,
-        text=True,
-        check=True,
-        stdout=subprocess.DEVNULL,
+    return harness.seconds(
+        lambda: subprocess.run(
+            ["psql", "-q", "-X", harness.database_url(db)],
+            input=script,
+            text=True,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     )
-    return time.perf_counter() - start
 
 
 OPENPYXL = """
@@ -181,7 +170,7 @@ print(time.perf_counter() - start)
 """
 
 
-def naive_seconds(path: Path, n: int) -> float:
+def naive_seconds(db: str, path: Path, n: int) -> float:
     out = subprocess.run(
         [
             sys.executable,
@@ -196,21 +185,27 @@ def naive_seconds(path: Path, n: int) -> float:
         text=True,
         capture_output=True,
         check=True,
-        env=env(),
+        env=harness.database_env(db),
         cwd=ROOT,
     )
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
-        "--shared", type=Path, default=ROOT.parent / "shared" / "data" / "mentalalign70k"
+        "--shared", type=Path, default=harness.mentalalign_data(), help="the workbooks' folder"
     )
     parser.add_argument("--no-mentalalign", action="store_true", help="leave the workbooks out")
+    parser.add_argument(
+        "--naive-conversations", type=int, default=500,
+        help="conversations the naive baseline imports (its time is extrapolated)",
+    )  # fmt: skip
+    harness.add_database_argument(parser, "mentalbench_bench_import")
     args = parser.parse_args()
+    db = args.db
     workbooks = [
         args.shared / name
         for name in ("Human_judge.xlsx", "claude_llm_judge.xlsx", "gpt-4o_llm_judge.xlsx")
@@ -233,25 +228,26 @@ def main() -> None:
 
     first, again, naive, floor = [], [], [], []
     for _ in range(args.runs):
-        fresh_db()
-        first.append(manage("import_conversations", "--study", "bench", str(data)))
-        again.append(manage("import_conversations", "--study", "bench", str(data)))
-        floor.append(floor_seconds(data))
-        naive_n = 500
-        naive.append(naive_seconds(data, naive_n) * args.conversations / naive_n)
+        harness.fresh_database(db)
+        first.append(manage(db, "import_conversations", "--study", "bench", str(data)))
+        again.append(manage(db, "import_conversations", "--study", "bench", str(data)))
+        floor.append(floor_seconds(db, data))
+        naive_n = min(args.naive_conversations, args.conversations)
+        naive.append(naive_seconds(db, data, naive_n) * args.conversations / naive_n)
     report = {
         "import (fresh database)": first,
         "re-import (nothing new)": again,
         "floor: psql COPY into staging + INSERT … SELECT reshape": floor,
-        "naive per-row ORM baseline (extrapolated from 500)": naive,
+        f"naive per-row ORM baseline (extrapolated from {naive_n})": naive,
     }
     if not args.no_mentalalign:
         mentalalign, parsing = [], []
         for _ in range(args.runs):
             parsing.append(openpyxl_seconds(workbooks))
-            fresh_db()
+            harness.fresh_database(db)
             mentalalign.append(
                 manage(
+                    db,
                     "import_mentalalign",
                     "--study",
                     "MentalAlign-70k",
@@ -282,22 +278,8 @@ def main() -> None:
             "MentalAlign import / openpyxl parsing floor: "
             f"{statistics.median(mentalalign) / statistics.median(parsing):.1f}×"
         )
-    print(f"load average {os.getloadavg()[0]:.2f} (2 cores)")
-    subprocess.run(
-        [
-            "psql",
-            "-q",
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-c",
-            f"DROP DATABASE IF EXISTS {DB}",
-        ],
-        check=True,
-    )
+    print(harness.load())
+    harness.drop_database(db)
 
 
 if __name__ == "__main__":

@@ -37,23 +37,9 @@ from pathlib import Path
 import httpx
 import psycopg
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT, free_port, wait_for_healthz, wait_until
+
 ENCRYPTION_KEY = "JW-EH4jSIWW4IXMVVDkF_I7Uat-Y_1_EVJ0yAAWJr9c="  # a throwaway for this run
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until(condition, *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise SystemExit(f"timed out after {timeout:g} s waiting for {what}")
 
 
 class Postgres:
@@ -251,7 +237,6 @@ def run(*, clinicians: int, seconds: int, folder: Path) -> dict:
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT,
                    env=env, check=True)  # fmt: skip
-    sys.path.insert(0, str(ROOT))
     from benchmarks.load_autosave import seed, verify
 
     sessions = seed(clinicians)  # migrates, then a study, clinicians and their sessions
@@ -279,7 +264,7 @@ def run(*, clinicians: int, seconds: int, folder: Path) -> dict:
     batch_server = FakeLLMServer().__enter__()
     stop = threading.Event()
     try:
-        wait_until(lambda: _healthy(base), timeout=60, what="gunicorn")
+        wait_for_healthz(base, timeout=60)
         study = Study.objects.get(name="Load benchmark")
         common = {"family": "fake", "api_key": "sk-infra-faults", "timeout_s": 10.0,
                   "price_input_per_mtok": 2.5, "price_output_per_mtok": 10.0}  # fmt: skip
@@ -380,13 +365,6 @@ def run(*, clinicians: int, seconds: int, folder: Path) -> dict:
             postgres.stop()
         except subprocess.CalledProcessError:
             pass
-
-
-def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def failures(result: dict) -> list[str]:

@@ -4,7 +4,7 @@
         .venv/bin/python -m benchmarks.judge_assisted_apply [--study NAME] [--runs 7]
 
 Through Django's test client (the whole view: permission check, ratings version, report,
-charts, template), logged in as a superuser it creates if the database has none. In one
+charts, template), logged in as a researcher (`bench-researcher`, made if missing). In one
 process, in this order:
 
 - the first request of the process (the page with its defaults: Python imports of the
@@ -23,9 +23,10 @@ the "not computed before" Applies are cache hits.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
+
+from benchmarks import harness
 
 SHARES = ["50", "20", "10", "5"]
 
@@ -35,33 +36,31 @@ def main() -> None:
     parser.add_argument("--study", default="MentalAlign-70k")
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    import django
-
-    django.setup()
+    harness.django_setup()
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.test import Client
 
     from annotation.models import Study
+    from annotation.roles import RESEARCHER, role_add
 
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     study = Study.objects.get(name=args.study)
-    user = get_user_model().objects.filter(is_superuser=True).first()
-    if user is None:
-        user = get_user_model().objects.create_superuser("apply-bench", "", None)
+    # A researcher, whom the page is for: staff would first be asked for a second factor.
+    user, _ = get_user_model().objects.get_or_create(username="bench-researcher")
+    role_add(user=user, role=RESEARCHER)
     client = Client()
     client.force_login(user)
     url = f"/analysis/studies/{study.pk}/judge-assisted/"
     htmx = {"HTTP_HX_REQUEST": "true"}
 
-    def timed(params: dict[str, str], **headers: str) -> float:
-        t0 = time.perf_counter()
+    def get(params: dict[str, str], **headers: str) -> None:
         response = client.get(url, params, **headers)
-        elapsed = time.perf_counter() - t0
         if response.status_code != 200:
             raise SystemExit(f"{url} {params}: HTTP {response.status_code}")
-        return elapsed
+
+    def timed(params: dict[str, str], **headers: str) -> float:
+        return harness.seconds(lambda: get(params, **headers))
 
     # Targets nobody chose before: each a new planner, as for a researcher's first Apply.
     base = 0.1 + (time.time_ns() // 1000 % 1000) * 1e-5
@@ -73,8 +72,7 @@ def main() -> None:
         return (f"median {statistics.median(times):.3f} s of {len(times)} "
                 f"({min(times):.3f}–{max(times):.3f})")  # fmt: skip
 
-    print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())} "
-          f"({os.cpu_count()} CPUs)")  # fmt: skip
+    print(f"before: {harness.load()}")
     first = timed({})
     shares = [timed({"share": share, "target": target(0)}, **htmx) for share in SHARES]
     targets = [timed({"share": "5", "target": target(r)}, **htmx) for r in range(1, args.runs + 1)]
@@ -88,7 +86,7 @@ def main() -> None:
     print(f"Apply, the same settings again: {summary(again)}")
     print(f"Apply with the ICC lever, first time for these judges: {lever_first:.3f} s; "
           f"again: {summary(lever_again)}")  # fmt: skip
-    print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    print(f"after: {harness.load()}")
 
 
 if __name__ == "__main__":

@@ -14,20 +14,14 @@ machine's load average before and after. Figures in docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import os
-import time
 
-import numpy as np
+from benchmarks import harness
 
 
 def _median(fn, runs: int) -> tuple[float, float]:
     fn()  # warm caches (imports, first-call allocations)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), float(np.min(times))
+    timing = harness.median_of(fn, runs)
+    return timing.median, min(timing.runs)
 
 
 def main() -> None:
@@ -35,10 +29,7 @@ def main() -> None:
     parser.add_argument("--study", default="MentalAlign-70k")
     parser.add_argument("--runs", type=int, default=9)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    import django
-
-    django.setup()
+    harness.django_setup()
     from analysis.judge_assisted import estimator as ja
     from analysis.judge_assisted.selectors import judge_names
     from analysis.selectors import Filters, attribute_names, exclusions_for, scores_frame
@@ -49,8 +40,7 @@ def main() -> None:
     judges = judge_names(study=study)
     exclusions = exclusions_for(study=study)
     frame = scores_frame(study=study, filters=Filters(judges=tuple(judges)))
-    print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())} "
-          f"({os.cpu_count()} CPUs)")  # fmt: skip
+    print(f"before: {harness.load()}")
     print(f"study {study.name!r}: {len(frame):,} scores, "
           f"{frame.conversation.nunique():,} conversations, {frame.responder.nunique()} "
           f"responders, {len(attributes)} attributes, judges {', '.join(judges)}\n")  # fmt: skip
@@ -79,7 +69,7 @@ def main() -> None:
         full, _ = _median(lambda c=chosen: everything(c), args.runs)
         print(f"| {' + '.join(chosen)} | {cells} | {fast:.3f} s (fastest {fast_best:.3f}) "
               f"| {slow:.3f} s | {full:.3f} s |")  # fmt: skip
-    print(f"\nload average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    print(f"\nafter: {harness.load()}")
 
 
 if __name__ == "__main__":

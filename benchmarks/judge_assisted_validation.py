@@ -1,11 +1,11 @@
 """Validate the judge-assisted intervals on MentalAlign-70k with the shipped estimator.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python -m benchmarks.judge_assisted_validation [--replicates 300] [--seed 0]
+    .venv/bin/python -m benchmarks.judge_assisted_validation [--replicates 300] [--seed 0]
+        [--db NAME] [--skip-import] [--experiments]
 
-Imports the released workbooks (../shared/data/mentalalign70k or $MENTALBENCH_SHARED, every
-``<judge>_llm_judge.xlsx`` found there) into a fresh database (mentalbench_bench_ppi, dropped
-and recreated), loads Y/f through the selector of `manage.py judge_assisted`
+Imports the released workbooks ($MENTALBENCH_SHARED/data/mentalalign70k, every
+``<judge>_llm_judge.xlsx`` found there) into a fresh database (mentalbench_bench_ppi or --db,
+dropped and recreated), loads Y/f through the selector of `manage.py judge_assisted`
 (``judge_assisted_arrays``) and, per replicate, replaces only the clinicians' sample before
 calling the command's own table (``analysis.judge_assisted.estimator.means_table``): no second
 implementation of the estimator. Clinicians rated every conversation, so the full-data clinician
@@ -26,7 +26,6 @@ See docs/judge-assisted.md.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
@@ -34,10 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.databases import database_env, database_recreate
+from benchmarks import harness
+from benchmarks.harness import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-DB = "mentalbench_bench_ppi"
 STUDY = "MentalAlign-70k"
 BUDGETS = (0.05, 0.10, 0.20, 0.50)
 SHARE = 0.10
@@ -45,10 +43,6 @@ DESIGNS = ("conversations", "ratings")
 #: Seconds spent in the PPI++ and in the cross-fitted replicates (the speed target is PPI++).
 SPENT = {"ppi": 0.0, "crossfit": 0.0}
 FIGURE = ROOT / "docs" / "judge-assisted-validation.png"
-
-
-def env() -> dict:
-    return database_env(DB)
 
 
 def judge_files(data: Path) -> dict[str, Path]:
@@ -61,9 +55,9 @@ def judge_files(data: Path) -> dict[str, Path]:
     return found
 
 
-def import_study(data: Path) -> None:
-    database_recreate(DB)
-    run = {"cwd": ROOT, "env": env(), "check": True}
+def import_study(db: str, data: Path) -> None:
+    harness.fresh_database(db)
+    run = {"cwd": ROOT, "env": harness.database_env(db), "check": True}
     judges = [
         arg for name, path in judge_files(data).items() for arg in ("--judge", f"{name}={path}")
     ]
@@ -313,16 +307,11 @@ def main() -> None:
         action="store_true",
         help="also the research runs: budgets 5-50 %%, cross-fitting, active selection, ICC lever",
     )
+    harness.add_database_argument(parser, "mentalbench_bench_ppi")
     args = parser.parse_args()
-    shared = Path(os.environ.get("MENTALBENCH_SHARED", ROOT.parent / "shared"))
-    data = shared / "data" / "mentalalign70k"
     if not args.skip_import:
-        import_study(data)
-    os.environ.update(env())
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    import django
-
-    django.setup()
+        import_study(args.db, harness.mentalalign_data())
+    harness.django_setup(**harness.database_env(args.db))
     from analysis.judge_assisted.selectors import judge_assisted_arrays, judge_names
     from analysis.selectors import attribute_names
     from annotation.models import Study

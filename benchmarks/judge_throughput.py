@@ -1,9 +1,10 @@
 """Judge-run throughput: 10,000 ratings on Celery workers vs a one-request-at-a-time loop.
 
-    .venv/bin/python benchmarks/judge_throughput.py [--items 10000] [--delay 0.3]
+    .venv/bin/python -m benchmarks.judge_throughput [--items 10000] [--delay 0.3] [--db NAME]
 
 What it does, end to end, on this machine:
-1. creates a fresh PostgreSQL database (`mentalbench_bench_judging`, dropped first) and migrates;
+1. creates a fresh PostgreSQL database (`mentalbench_bench_judging` or --db, dropped first) and
+   migrates;
 2. writes a synthetic study: items/10 conversations × 10 responders;
 3. starts the fake LLM server (`tests.fakes.llm_server`, OpenAI wire protocol over HTTP) in its
    own process, answering every request after `--delay` seconds;
@@ -13,8 +14,7 @@ What it does, end to end, on this machine:
    and waits until every rating is stored in Postgres;
 6. prints ratings/s for both and their ratio (figures for docs/benchmarks.md).
 
-Needs PostgreSQL on $BENCH_PG (default postgres://postgres@127.0.0.1:5432) and Redis on
-$BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, flushed before and after).
+Needs Redis on $BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, flushed before and after).
 """
 
 from __future__ import annotations
@@ -23,49 +23,19 @@ import argparse
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DB_NAME = "mentalbench_bench_judging"
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+from benchmarks import harness
+from benchmarks.harness import ROOT
+
+REDIS_URL = harness.bench_redis_url()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _fresh_database() -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-
-
-def _wait_for_port(port: int, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise SystemExit(f"the fake LLM server did not start on port {port}")
-
-
-def _wait_for_log(path: Path, needle: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and needle in path.read_text(errors="replace"):
-            return
-        time.sleep(0.2)
-    raise SystemExit(f"{path} never said {needle!r}")
+def _logged(path: Path, needle: str) -> bool:
+    return path.exists() and needle in path.read_text(errors="replace")
 
 
 def main() -> None:
@@ -81,25 +51,19 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--logs", type=Path, default=Path("/tmp/mentalbench-bench"))
+    harness.add_database_argument(parser, "mentalbench_bench_judging")
     args = parser.parse_args()
 
-    _fresh_database()
-    os.environ["DATABASE_URL"] = f"{PG}/{DB_NAME}"
-    os.environ["REDIS_URL"] = REDIS_URL
-    os.environ["JUDGING_RATELIMIT_REDIS_URL"] = REDIS_URL
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    os.environ["LOG_LEVEL"] = "WARNING"
+    harness.fresh_database(args.db)
     # The fake server takes any key; an allowed variable needs no encryption key (and workers
     # inherit it).
-    os.environ["MENTALBENCH_KEY_BENCH"] = "sk-bench"
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+    harness.django_setup(
+        DATABASE_URL=harness.database_url(args.db), REDIS_URL=REDIS_URL,
+        JUDGING_RATELIMIT_REDIS_URL=REDIS_URL, LOG_LEVEL="WARNING",
+        MENTALBENCH_KEY_BENCH="sk-bench",
+    )  # fmt: skip
     import redis
-    from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
     redis.Redis.from_url(REDIS_URL).flushdb()
     args.logs.mkdir(parents=True, exist_ok=True)
 
@@ -138,7 +102,7 @@ def main() -> None:
     total = Response.objects.filter(conversation__study=study).count()
 
     # ---------------------------------------------------------------- fake server
-    port = _free_port()
+    port = harness.free_port()
     server_log = (args.logs / "fake-server.log").open("wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "tests.fakes.llm_server", "--port", str(port),
@@ -147,7 +111,7 @@ def main() -> None:
     )  # fmt: skip
     workers: list[subprocess.Popen] = []
     try:
-        _wait_for_port(port)
+        harness.wait_for_port(port, what="the fake LLM server")
         endpoint = ModelEndpoint.objects.create(
             name="bench-judge",
             provider="openai",
@@ -247,7 +211,8 @@ def main() -> None:
                 )  # fmt: skip
             )
         for n in range(args.workers):
-            _wait_for_log(args.logs / f"worker{n}.log", "ready.")
+            log = args.logs / f"worker{n}.log"
+            harness.wait_until(lambda log=log: _logged(log, "ready."), timeout=60, what=str(log))
 
         started = time.perf_counter()
         run = services.judge_run_create(
@@ -275,7 +240,7 @@ def main() -> None:
               f"in all): {stored}/{total} ratings ({scores} scores) in {elapsed:.1f}s "
               f"= {rate:.1f} ratings/s; status {run.status}", flush=True)  # fmt: skip
         print(f"speed-up over the sequential loop: {rate / baseline_rate:.0f}x", flush=True)
-        print(f"cpu count: {os.cpu_count()}, server delay {args.delay}s", flush=True)
+        print(f"server delay {args.delay}s; {harness.load()}", flush=True)
     finally:
         for worker in workers:
             if worker.poll() is None:

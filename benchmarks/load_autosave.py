@@ -6,8 +6,8 @@ every acknowledged save must be stored exactly once (final values match the last
 save of each field; the audit trail holds one change per acknowledged change; one rating per
 clinician and response).
 
-    .venv/bin/python benchmarks/load_autosave.py [--clinicians 50] [--seconds 60] [--workers 3]
-        [--threads 8] [--client-processes 5]
+    .venv/bin/python -m benchmarks.load_autosave [--clinicians 50] [--seconds 60] [--workers 3]
+        [--threads 8] [--client-processes 5] [--db NAME] [--sqlite]
 
 Measured as a user meets it: static files are collected (hashed, precompressed) and served by
 WhiteNoise with DEBUG off, as in a deployment; a page load is the HTML plus every script and style
@@ -21,10 +21,9 @@ The simulated clinicians run as threads spread over several client processes, as
 are separate programs: one Python process driving 50 threads would itself queue on its GIL and
 add that wait to every measured latency.
 
-It creates (and drops first) the database `mentalbench_bench` on $BENCH_PG
-(default postgres://postgres@127.0.0.1:5432). With `--sqlite` it runs against the embedded
-default instead: a fresh SQLite file (bench.sqlite3 in a temporary directory) with the settings
-`bin/up` uses. Not a test: figures depend on the machine.
+It creates (and drops first) the database `mentalbench_bench` (or --db). With `--sqlite` it
+runs against the embedded default instead: a fresh SQLite file (bench.sqlite3 in a temporary
+directory) with the settings `bin/up` uses. Not a test: figures depend on the machine.
 """
 
 import argparse
@@ -47,27 +46,17 @@ from pathlib import Path
 import httpx
 import psycopg
 
-ROOT = Path(__file__).resolve().parents[1]
-DB_NAME = "mentalbench_bench"
+from benchmarks import harness
+from benchmarks.harness import ROOT, percentile
+
 ITEM = re.compile(r'"item": "([^"]+)", "attribute": "(\d+)"')
 STATIC = re.compile(r'<(?:script|link)[^>]+(?:src|href)="(/static/[^"]+)"')
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-def cpu_seconds(master: int) -> float:
-    """User + system CPU of gunicorn's workers so far: a figure that other load on a shared
-    machine does not inflate, unlike latency."""
-    tick = os.sysconf("SC_CLK_TCK")
+def workers_cpu_seconds(master: int) -> float:
+    """User + system CPU of gunicorn's workers so far."""
     children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    total = 0
-    for pid in children:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / tick
+    return sum(harness.cpu_seconds(int(pid)) for pid in children)
 
 
 def create_sqlite_database() -> str:
@@ -83,19 +72,10 @@ def connect(database_url: str):
     return psycopg.connect(database_url)
 
 
-def create_database(server: str) -> str:
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB_NAME}")
-    return f"{server}/{DB_NAME}"
-
-
 def seed(clinicians: int) -> list[tuple[str, str]]:
     """Migrate, create a study and `clinicians` clinicians with an assignment each; return
     (session key, assignment token) per clinician."""
-    import django
-
-    django.setup()
+    harness.django_setup()
     import logging
 
     from django.contrib.auth import (
@@ -340,7 +320,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--client-processes", type=int, default=5)
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=int, help="gunicorn's port (a free one by default)")
     parser.add_argument(
         "--sqlite", action="store_true", help="the embedded default (a SQLite file), not PostgreSQL"
     )
@@ -351,13 +331,15 @@ def main() -> int:
         help="meanwhile, a researcher exports STUDY from DATABASE_URL with export_ratings, "
         "over and over (e.g. the paper-scale study of benchmarks.paper_scale)",
     )
+    harness.add_database_argument(parser, "mentalbench_bench")
     args = parser.parse_args()
 
     if args.sqlite:
         database_url = create_sqlite_database()
     else:
-        server = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-        database_url = create_database(server)
+        harness.fresh_database(args.db, migrate=False)  # seed() migrates
+        database_url = harness.database_url(args.db)
+    port = args.port or harness.free_port()
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -373,7 +355,6 @@ def main() -> int:
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env,
         check=True,
     )  # fmt: skip
-    sys.path.insert(0, str(ROOT))
     sessions = seed(args.clinicians)
 
     gunicorn = subprocess.Popen(
@@ -383,7 +364,7 @@ def main() -> int:
             "gunicorn",
             "mentalbench.wsgi",
             "-b",
-            f"127.0.0.1:{args.port}",
+            f"127.0.0.1:{port}",
             "-w",
             str(args.workers),
             "-k",
@@ -396,27 +377,22 @@ def main() -> int:
         cwd=ROOT,
         env=env,
     )
-    base = f"http://127.0.0.1:{args.port}"
+    base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
-            try:
-                httpx.get(f"{base}/healthz", timeout=1).raise_for_status()
-                break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        harness.wait_for_healthz(base)
         # Warm each worker up (imports, URL resolver, templates), as a running server is.
         for session, token in sessions[: 2 * args.workers]:
             httpx.get(f"{base}/rate/{token}/", cookies={"sessionid": session}).raise_for_status()
         n = args.client_processes
         rng = random.Random(1)
-        cpu_before = cpu_seconds(gunicorn.pid)
+        cpu_before = workers_cpu_seconds(gunicorn.pid)
         exporter = Exporter(*args.export_during) if args.export_during else None
         with multiprocessing.get_context("spawn").Pool(n) as pool:
             results = pool.starmap(
                 drive,
                 [(base, sessions[i::n], args.seconds, rng.random()) for i in range(n)],
             )
-        cpu_used = cpu_seconds(gunicorn.pid) - cpu_before
+        cpu_used = workers_cpu_seconds(gunicorn.pid) - cpu_before
         if exporter:
             exporter.stop()
     finally:
@@ -456,7 +432,7 @@ def main() -> int:
         f"server CPU: {cpu_used:.1f} s for {len(saves) + len(pages)} requests = "
         f"{1000 * cpu_used / (len(saves) + len(pages)):.1f} ms per request; "
         f"client CPU: {sum(r['cpu'] for r in results):.1f} s; "
-        f"load average after: {os.getloadavg()[0]:.1f}"
+        f"after: {harness.load()}"
     )
     counts = verify(database_url, [acked for r in results for acked in r["acked"]])
     for key, value in counts.items():

@@ -1,10 +1,10 @@
 """The tiny local model in the loop: invalid outputs prompt-only vs structured, tokens/s, overhead.
 
-    .venv/bin/python benchmarks/local_model_bench.py [--items 60] [--concurrency 2]
+    .venv/bin/python -m benchmarks.local_model_bench [--items 60] [--concurrency 2] [--db NAME]
 
 What it does, on this machine (needs the local-model extra, PostgreSQL and Redis):
-1. creates a fresh PostgreSQL database (`mentalbench_bench_local`, dropped first), migrates and
-   loads the demo study (6 conversations × 10 responses);
+1. creates a fresh PostgreSQL database (`mentalbench_bench_local` or --db, dropped first),
+   migrates and loads the demo study (6 conversations × 10 responses);
 2. serves SmolLM2-135M-Instruct with llama.cpp (2 threads, as bin/local-model does) and registers
    the two local endpoints (prompt-only, and structured: the rubric as a llama.cpp schema);
 3. per mode, a judge run over `--items` demo responses executed by the platform's work loop
@@ -17,9 +17,8 @@ What it does, on this machine (needs the local-model extra, PostgreSQL and Redis
 
 Each mode starts with one untimed warm-up request (llama.cpp's first request evaluates the whole
 shared prompt prefix), and the order alternates (platform then direct, then direct then
-platform) so a drift in the machine's load does not favour one side. Needs PostgreSQL on
-$BENCH_PG (default postgres://postgres@127.0.0.1:5432) and Redis on $BENCH_REDIS_URL (default
-redis://127.0.0.1:6379/13, used by the rate limiter only).
+platform) so a drift in the machine's load does not favour one side. Needs Redis on
+$BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, used by the rate limiter only).
 """
 
 from __future__ import annotations
@@ -28,24 +27,12 @@ import argparse
 import asyncio
 import collections
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from unittest import mock
 
-ROOT = Path(__file__).resolve().parents[1]
-DB_NAME = "mentalbench_bench_local"
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
-
-
-def _fresh_database() -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+from benchmarks import harness
 
 
 async def _direct(config, prompts, *, concurrency: int, max_tokens: int, schema, names, scale):
@@ -85,25 +72,19 @@ async def _direct(config, prompts, *, concurrency: int, max_tokens: int, schema,
     return wall, results
 
 
-def _cpu_seconds(pid: int) -> float:
-    """CPU time (user + system, all threads) a process has used so far, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _timed(fn, server_pid: int):
     """Run `fn`; its wall time, this process's CPU time and the llama.cpp server's CPU time.
 
     The CPU figures say where a slower side's time went: more server CPU per token means the
     model itself worked harder (e.g. less prompt-cache reuse), while equal server CPU with a
     longer wall means the server waited (for requests, or for a core)."""
-    wall0, cpu0, server0 = time.perf_counter(), time.process_time(), _cpu_seconds(server_pid)
+    wall0, cpu0, server0 = time.perf_counter(), time.process_time(), harness.cpu_seconds(server_pid)
     value = fn()
     return (
         value,
         time.perf_counter() - wall0,
         time.process_time() - cpu0,
-        _cpu_seconds(server_pid) - server0,
+        harness.cpu_seconds(server_pid) - server0,
     )
 
 
@@ -128,19 +109,16 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=2, help="llama.cpp threads (1 when the cores are busy)"
     )
+    harness.add_database_argument(parser, "mentalbench_bench_local")
     args = parser.parse_args()
 
-    sys.path.insert(0, str(ROOT))
-    _fresh_database()
-    os.environ["DATABASE_URL"] = f"{PG}/{DB_NAME}"
-    os.environ["REDIS_URL"] = REDIS_URL
-    os.environ["JUDGING_RATELIMIT_REDIS_URL"] = REDIS_URL
-    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"  # launching must not enqueue: we run it here
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    os.environ["LOG_LEVEL"] = "WARNING"
-    import django
-
-    django.setup()
+    harness.fresh_database(args.db)
+    redis_url = harness.bench_redis_url()
+    harness.django_setup(
+        DATABASE_URL=harness.database_url(args.db), REDIS_URL=redis_url,
+        JUDGING_RATELIMIT_REDIS_URL=redis_url, LOG_LEVEL="WARNING",
+        CELERY_TASK_ALWAYS_EAGER="1",  # launching must not enqueue: we run it here
+    )  # fmt: skip
     from django.core.management import call_command
 
     from annotation.models import Rating
@@ -148,7 +126,6 @@ def main() -> None:
     from judging.models import Run, RunItem
     from tests.local_llama import LocalLlama
 
-    call_command("migrate", verbosity=0)
     call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
     log = Path(tempfile.mkdtemp(prefix="mentalbench-llama-")) / "server.log"
     server = LocalLlama(log=log, threads=args.threads).start()
@@ -157,7 +134,7 @@ def main() -> None:
             base_url=server.base_url, model=local_model.MODEL_ALIAS
         )
         study_id = Run._meta.apps.get_model("annotation", "Study").objects.get(name="Demo study").id
-        load_before = os.getloadavg()
+        load_before = harness.load()
         rows = []
         for index, endpoint in enumerate(endpoints):
             # Launch without enqueuing (eager mode would run it inside the launch), then run
@@ -241,11 +218,11 @@ def main() -> None:
                     "cpu": (platform_cpu, direct_cpu, platform_server_cpu, direct_server_cpu),
                 }
             )
-        load_after = os.getloadavg()
+        load_after = harness.load()
     finally:
         server.stop()
 
-    print(f"\nload average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min)\n")
+    print(f"\nbefore: {load_before}; after: {load_after}\n")
     print(
         "| mode | items | valid | invalid (rate) | commonest reasons | platform wall s | "
         "direct wall s | direct ÷ platform | tokens/s (platform / direct) |"

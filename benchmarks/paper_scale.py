@@ -1,7 +1,7 @@
 """Paper scale: a MentalBench-100k-sized study (≈ 2.9 million scores) from PostgreSQL.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python -m benchmarks.paper_scale [--runs 3] [--keep]
+    .venv/bin/python -m benchmarks.paper_scale [--runs 3] [--keep] [--no-export] [--db NAME]
+        [--conversations 10000]
 
 Builds (or with --keep reuses) the database mentalbench_bench_paper with one study of
 10,000 conversations × 10 responses, rated on 7 attributes by 4 judges (claude-3.7-sonnet,
@@ -26,15 +26,12 @@ Every figure is printed with the machine's load average.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks import harness
+
 DB = "mentalbench_bench_paper"
 STUDY = "Paper scale"
 JUDGES = ("claude-3.7-sonnet", "gpt-4o", "gemini-2.5-flash", "o4-mini")
@@ -44,23 +41,6 @@ RESPONDERS = (
 )  # fmt: skip
 CONVERSATIONS = 10_000
 CLINICIAN_SHARE = 10  # every 10th conversation
-
-
-def env() -> dict:
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-    return {**os.environ, "DATABASE_URL": base.rsplit("/", 1)[0] + "/" + DB}
-
-
-def psql(sql: str) -> None:
-    subprocess.run(["psql", "-q", "-X", "-v", "ON_ERROR_STOP=1", env()["DATABASE_URL"], "-c", sql],
-                   check=True)  # fmt: skip
-
-
-def fresh_db() -> None:
-    base = env()["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"
-    for sql in (f"DROP DATABASE IF EXISTS {DB}", f"CREATE DATABASE {DB}"):
-        subprocess.run(["psql", "-q", "-X", base, "-c", sql], check=True)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env(), check=True)
 
 
 # Scores: a responder's quality (3.0–4.8, fixed per responder) plus the rater's offset and
@@ -90,7 +70,8 @@ WHERE a.rubric_id = {rubric};
 """
 
 
-def synthesize() -> int:
+def synthesize(*, db: str, conversations: int = CONVERSATIONS) -> int:
+    """Build the study in database `db` (the one Django is set up on); returns its scores."""
     from django.db import transaction
 
     from annotation.importers.copy_load import bulk_insert_values
@@ -111,7 +92,7 @@ def synthesize() -> int:
             (
                 (study.pk, f"c{i}", f"context {i}", '["anxiety"]' if i % 3 else '["depression"]',
                  "synthetic")
-                for i in range(CONVERSATIONS)
+                for i in range(conversations)
             ),
         )  # fmt: skip
         # No response texts: ROUGE-L (a loop over texts) is not part of these figures.
@@ -122,28 +103,20 @@ def synthesize() -> int:
         )
         judges = [judge_rater_get_or_create(name=name).pk for name in JUDGES]
         clinicians = [clinician_rater_get_or_create(name=f"clinician {i}").pk for i in (1, 2)]
-    psql(
+    harness.psql(
+        db,
         RATINGS_SQL.format(
             study=study.pk,
             rubric=study.rubric_id,
             judges=",".join(map(str, judges)),
             clinicians=",".join(map(str, clinicians)),
             share=CLINICIAN_SHARE,
-        )
+        ),
     )
     # What the importers leave behind (annotation.importers.copy_load.analyze_after_commit):
     # statistics, not a vacuumed visibility map a user's database would not have.
-    psql("ANALYZE")
+    harness.psql(db, "ANALYZE")
     return Score.objects.filter(rating__response__conversation__study=study).count()
-
-
-def median_of(fn, runs: int) -> tuple[float, list[float]]:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), times
 
 
 def main() -> None:
@@ -151,15 +124,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="reuse the benchmark database")
     parser.add_argument("--no-export", action="store_true", help="leave the export out")
+    parser.add_argument("--conversations", type=int, default=CONVERSATIONS, help="a smaller study")
+    harness.add_database_argument(parser, DB)
     args = parser.parse_args()
     if not args.keep:
-        fresh_db()
-    os.environ.update(env())
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+        harness.fresh_database(args.db)
+    env = harness.database_env(args.db)
+    harness.django_setup(**env)
     from analysis import reports, selectors
     from analysis.judge_assisted import selectors as jas
     from annotation.models import Score, Study
@@ -167,7 +138,7 @@ def main() -> None:
 
     if not Study.objects.filter(name=STUDY).exists():
         start = time.perf_counter()
-        n = synthesize()
+        n = synthesize(db=args.db, conversations=args.conversations)
         print(f"built the study: {n:,} scores in {time.perf_counter() - start:.0f} s")
     study = Study.objects.get(name=STUDY)
     n_scores = Score.objects.filter(rating__response__conversation__study=study).count()
@@ -176,17 +147,12 @@ def main() -> None:
     judges = jas.judge_names(study=study)
     print(f"study {STUDY!r}: {n_scores:,} scores; judges {', '.join(judges)}")
 
-    def load() -> str:
-        return f"load {os.getloadavg()[0]:.2f}"
+    def line(name: str, timing: harness.Timing, beside: str = "") -> None:
+        print(f"{name}: {timing}{beside}; {harness.load()}")
 
-    def line(name: str, result: tuple[float, list[float]], beside: str = "") -> None:
-        median, times = result
-        runs = ", ".join(f"{t:.2f}" for t in times)
-        print(f"{name}: median {median:.2f} s (runs {runs}){beside}; {load()}")
-
-    selector = median_of(lambda: selectors.scores_frame(study=study), args.runs)
+    selector = harness.median_of(lambda: selectors.scores_frame(study=study), args.runs)
     line("selector alone (every score → DataFrame)", selector)
-    report = median_of(
+    report = harness.median_of(
         lambda: reports.reliability_table(
             selectors.scores_frame(study=study),
             attributes=attributes,
@@ -197,16 +163,18 @@ def main() -> None:
         args.runs,
     )
     line("reliability report from Postgres, 1,000 resamples", report,
-         f" — {report[0] / selector[0]:.1f}× the selector's read; target < 3 s")  # fmt: skip
-    bundle = median_of(
+         f" — {report.median / selector.median:.1f}× the selector; target < 3 s")  # fmt: skip
+    bundle = harness.median_of(
         lambda: selectors._study_report_build(
             study, selectors.Filters(), selectors.ReportParams(n_boot=1000), "bench"
         ),
         args.runs,
     )
     line("whole dashboard bundle from Postgres, uncached", bundle,
-         f" — {bundle[0] / selector[0]:.1f}× the selector's read; target < 3 s")  # fmt: skip
-    assisted = median_of(lambda: jas.judge_assisted_report(study=study, judges=judges), args.runs)
+         f" — {bundle.median / selector.median:.1f}× the selector; target < 3 s")  # fmt: skip
+    assisted = harness.median_of(
+        lambda: jas.judge_assisted_report(study=study, judges=judges), args.runs
+    )
     codes = jas.judge_assisted_codes(study=study, judges=judges)
     from analysis.judge_assisted import estimator as ja
 
@@ -216,12 +184,13 @@ def main() -> None:
         ja.ranking_table(means, ja.differences_table(arrays, judges=judges, attributes=attributes))
 
     line("judge-assisted report, 4 judges, from Postgres", assisted, "; target < 1 s")
-    line("judge-assisted tables in memory (codes already read)", median_of(in_memory, args.runs))
+    memory = harness.median_of(in_memory, args.runs)
+    line("judge-assisted tables in memory (codes already read)", memory)
     if args.no_export:
         return
     with tempfile.TemporaryDirectory() as tmp:
         exported = export_floor.measure(
-            study_name=STUDY, env=env(), out_dir=Path(tmp), runs=args.runs
+            study_name=STUDY, env=env, out_dir=Path(tmp), runs=args.runs
         )
     print(export_floor.report(exported))
 

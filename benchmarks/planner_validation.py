@@ -21,12 +21,13 @@ subsample realises; clinicians rated every conversation, so the realised figure 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+
+from benchmarks import harness
 
 
 def _wide(arrays, attribute: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -52,7 +53,7 @@ def means_ratios(
             codes, judges=judges, attributes=attributes, exclusions=exclusions,
             labelled=order[:n],
         )  # fmt: skip
-        return ja.means_table(arrays, judges=judges, attributes=attributes, explicit_labelled=True)
+        return ja.means_table(arrays, judges=judges, attributes=attributes)
 
     plan = planner_table(means(pilot), target_half_width=target)
     z = z_value(0.05)
@@ -135,10 +136,7 @@ def main() -> None:
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    import django
-
-    django.setup()
+    harness.django_setup()
     from analysis.judge_assisted.estimator import cell_arrays
     from analysis.judge_assisted.selectors import judge_assisted_codes, judge_names
     from analysis.selectors import attribute_names, exclusions_for
@@ -152,7 +150,7 @@ def main() -> None:
     judges = judge_names(study=study)
     codes = judge_assisted_codes(study=study, judges=judges)
     choices = [(j,) for j in judges] + ([tuple(judges)] if len(judges) > 1 else [])
-    print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    print(f"before: {harness.load()}")
 
     print("\n1. Means planner: predicted ÷ realised half-width (pilot 100, target 0.12)\n")
     print("| judges | method | cells | median | 10th–90th percentile |")
@@ -213,8 +211,7 @@ def main() -> None:
         held = np.mean([c[1] for c in checks])
         print(f"| {k} | {len(checks)} | {held:.2f} | {np.median(r):.2f} "
               f"| {np.quantile(r, 0.05):.2f}–{np.quantile(r, 0.95):.2f} |")  # fmt: skip
-    print(f"\nload average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; "
-          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    print(f"\nafter: {harness.load()}; {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

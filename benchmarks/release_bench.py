@@ -1,7 +1,7 @@
 """`manage.py release_study` at paper scale, beside `export_ratings` of the same study.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python -m benchmarks.release_bench [--runs 3] [--keep]
+    .venv/bin/python -m benchmarks.release_bench [--runs 3] [--keep] [--db NAME]
+        [--conversations 10000]
 
 The study is the one of benchmarks.paper_scale (10,000 conversations × 10 responses, 4 judges,
 2 clinicians on 1,000 conversations: 2.94 million scores), built in its database
@@ -13,7 +13,6 @@ printed: median wall time, peak RSS, the release's size, and the load average.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -21,33 +20,27 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import paper_scale
-from benchmarks.export_floor import _rss_run
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks import harness, paper_scale
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="reuse the benchmark database")
-    parser.add_argument("--database", default=paper_scale.DB, help="its name")
+    parser.add_argument(
+        "--conversations", type=int, default=paper_scale.CONVERSATIONS, help="a smaller study"
+    )
+    harness.add_database_argument(parser, paper_scale.DB)
     args = parser.parse_args()
-    paper_scale.DB = args.database  # read by paper_scale.env() and fresh_db()
     if not args.keep:
-        paper_scale.fresh_db()
-    env = paper_scale.env()
-    os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+        harness.fresh_database(args.db)
+    env = harness.database_env(args.db)
+    harness.django_setup(**env)
     from annotation.models import Response, Study
 
     if not Study.objects.filter(name=paper_scale.STUDY).exists():
         start = time.perf_counter()
-        n = paper_scale.synthesize()
+        n = paper_scale.synthesize(db=args.db, conversations=args.conversations)
         print(f"built the study: {n:,} scores in {time.perf_counter() - start:.0f} s")
     study = Study.objects.get(name=paper_scale.STUDY)
     n_responses = Response.objects.filter(conversation__study=study).count()
@@ -60,8 +53,8 @@ def main() -> None:
         export += ["--out", str(Path(tmp) / "scores.csv")]
         for _ in range(args.runs):
             shutil.rmtree(out, ignore_errors=True)
-            releases.append(_rss_run([*release, "--out", str(out)], env))
-            exports.append(_rss_run(export, env))
+            releases.append(harness.run_with_peak_rss([*release, "--out", str(out)], env))
+            exports.append(harness.run_with_peak_rss(export, env))
         size_mb = sum(p.stat().st_size for p in out.iterdir()) / 1e6
     wall = statistics.median(w for w, _ in releases)
     export_wall = statistics.median(w for w, _ in exports)
@@ -72,7 +65,7 @@ def main() -> None:
         f"export_ratings of the same study: median {export_wall:.2f} s "
         f"(runs {', '.join(f'{w:.2f}' for w, _ in exports)}), peak RSS "
         f"{max(r for _, r in exports):.0f} MB; release / export {wall / export_wall:.1f}×; "
-        f"load average {os.getloadavg()[0]:.2f}"
+        f"{harness.load()}"
     )
 
 

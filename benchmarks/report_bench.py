@@ -1,7 +1,6 @@
 """Reliability report and export benchmark: 4 judges × 1,000 conversations × 10 responses × 7.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
-        .venv/bin/python -m benchmarks.report_bench [--runs 5]
+    .venv/bin/python -m benchmarks.report_bench [--runs 5] [--conversations 1000] [--db NAME]
 
 Builds a fresh database (mentalbench_bench_report, dropped and recreated), synthesizes a study
 like MentalAlign-70k with the two judges that are not shipped added (claude-3.7-sonnet, gpt-4o,
@@ -20,34 +19,20 @@ conversation rated once, 10 % twice), ≈ 357k scores, then reports the median o
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.databases import database_env, database_recreate
+from benchmarks import harness
 
-ROOT = Path(__file__).resolve().parents[1]
-DB = "mentalbench_bench_report"
 STUDY = "Report benchmark"
 JUDGES = ("claude-3.7-sonnet", "gpt-4o", "gemini-2.5-flash", "o4-mini")
 RESPONDERS = (
     "original", "claude", "gemini", "gpt4o", "gpt4omini", "llama_3", "qwen_2", "qwen_3",
     "ds_llama", "ds_qwen",
 )  # fmt: skip
-
-
-def env() -> dict:
-    return database_env(DB)
-
-
-def fresh_db() -> None:
-    database_recreate(DB)
 
 
 def synthesize(n_conversations: int) -> int:
@@ -116,15 +101,6 @@ def synthesize(n_conversations: int) -> int:
     return len(ratings) * len(attributes)
 
 
-def median_of(fn, runs: int) -> tuple[float, list[float]]:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), times
-
-
 def pingouin_baseline(df, exclusions, attributes, n_resamples: int) -> float:
     """Seconds for 28 pairs × 1,000 resamples, extrapolated from `n_resamples` of one pair."""
     import pandas as pd
@@ -168,16 +144,13 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=1000)
     parser.add_argument("--pingouin-resamples", type=int, default=300)
     parser.add_argument("--keep", action="store_true", help="reuse an existing benchmark db")
+    harness.add_database_argument(parser, "mentalbench_bench_report")
     args = parser.parse_args()
 
     if not args.keep:
-        fresh_db()
-    os.environ.update(env())
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+        harness.fresh_database(args.db)
+    env = harness.database_env(args.db)
+    harness.django_setup(**env)
     from analysis import reports, selectors
     from annotation.models import Score, Study
     from benchmarks import export_floor
@@ -189,7 +162,7 @@ def main() -> None:
         # Planner statistics as the importers leave them (analyze_after_commit): without them
         # PostgreSQL plans the export's joins for empty tables. No VACUUM: a user's database
         # right after an import has no vacuumed visibility map either.
-        subprocess.run(["psql", "-q", "-X", env()["DATABASE_URL"], "-c", "ANALYZE"], check=True)
+        harness.psql(args.db, "ANALYZE")
     study = Study.objects.get(name=STUDY)
     n_scores = Score.objects.filter(rating__response__conversation__study=study).count()
     attributes = selectors.attribute_names(study=study)
@@ -217,14 +190,14 @@ def main() -> None:
         return selectors.scores_frame(study=study)
 
     results = {
-        "selector (one query → DataFrame)": median_of(selector_only, args.runs),
-        "reliability report from Postgres, 1,000 resamples": median_of(
+        "selector (one query → DataFrame)": harness.median_of(selector_only, args.runs),
+        "reliability report from Postgres, 1,000 resamples": harness.median_of(
             report_from_postgres, args.runs
         ),
-        "whole dashboard bundle from Postgres, uncached": median_of(
+        "whole dashboard bundle from Postgres, uncached": harness.median_of(
             bundle_from_postgres, args.runs
         ),
-        "in-memory statistics (reliability_table), 1,000 resamples": median_of(
+        "in-memory statistics (reliability_table), 1,000 resamples": harness.median_of(
             statistics_only, args.runs
         ),
     }
@@ -232,13 +205,13 @@ def main() -> None:
     baseline = pingouin_baseline(frame, exclusions, attributes, args.pingouin_resamples)
     with tempfile.TemporaryDirectory() as tmp:
         exported = export_floor.measure(
-            study_name=STUDY, env=env(), out_dir=Path(tmp), runs=args.runs
+            study_name=STUDY, env=env, out_dir=Path(tmp), runs=args.runs
         )
     print(f"\nstudy: {n_scores} scores, {len(table)} judge × attribute rows, "
           f"n_models {sorted(set(table['n_models']))}")  # fmt: skip
-    for name, (median, times) in results.items():
-        print(f"{name}: median {median:.3f} s  runs {', '.join(f'{t:.3f}' for t in times)}")
-    stats_median = results["in-memory statistics (reliability_table), 1,000 resamples"][0]
+    for name, timing in results.items():
+        print(f"{name}: {timing}")
+    stats_median = results["in-memory statistics (reliability_table), 1,000 resamples"].median
     print(
         f"pingouin per-resample loop, extrapolated from {args.pingouin_resamples} resamples "
         f"to {len(table)} pairs × 1,000: {baseline:.1f} s "

@@ -2,7 +2,7 @@
 `reliability_report`, in this checkout and in a baseline checkout, interleaved run by run so that
 both see the same machine load. Prints medians and the ratio to the baseline.
 
-    python benchmarks/startup_bench.py --baseline ../old-checkout --runs 7 --study "Small study"
+    python -m benchmarks.startup_bench --baseline ../old-checkout --runs 7 --study "Small study"
 
 Needs SECRET_KEY and DATABASE_URL pointing at a migrated database holding a study with clinician
 and judge scores; the tests' synthetic "Small study" (8 conversations, 2 clinicians, 2 judges) is
@@ -16,23 +16,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[1]
+from benchmarks import harness
 
 
-def _time(tree: Path, args: list[str]) -> float:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, str(tree / "manage.py"), *args],
-        cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    return time.perf_counter() - started
+def _command(tree: Path, args: list[str]):
+    def run() -> None:
+        subprocess.run(
+            [sys.executable, str(tree / "manage.py"), *args], cwd=tree,
+            env={**os.environ, "PYTHONPATH": str(tree)}, check=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    return run
 
 
 def main() -> None:
@@ -47,18 +46,12 @@ def main() -> None:
             "reliability_report", "--study", options.study, "--bootstrap", "200", "--format", "csv",
         ],
     }  # fmt: skip
-    trees = {"baseline": options.baseline.resolve(), "this": HERE}
+    baseline = options.baseline.resolve()
     for name, args in commands.items():
-        times: dict[str, list[float]] = {label: [] for label in trees}
-        for _ in range(options.runs):
-            for label, tree in trees.items():  # interleaved: both see the same load
-                times[label].append(_time(tree, args))
-        base = statistics.median(times["baseline"])
-        this = statistics.median(times["this"])
-        print(
-            f"{name}: baseline median {base:.2f} s, this {this:.2f} s, "
-            f"ratio {this / base:.2f} ({options.runs} runs each)"
+        this, base, ratio = harness.beside_floor(  # interleaved: both see the same load
+            _command(harness.ROOT, args), _command(baseline, args), options.runs
         )
+        print(f"{name}: baseline {base}; this {this}; ratio {ratio:.2f}; {harness.load()}")
 
 
 if __name__ == "__main__":
