@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.conftest import worker_redis_url
 from tests.fakes.llm_server import FakeLLMServer
 
 API_KEY = "sk-test-RunKeyThatMustNeverLeak-9876543210abcdef"
-WORKER_REDIS_URL = os.environ.get("TEST_WORKER_REDIS_URL", "redis://127.0.0.1:6379/14")
-LIMITER_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+WORKER_REDIS_URL = worker_redis_url(
+    os.environ.get("TEST_WORKER_REDIS_URL", "redis://127.0.0.1:6379/14")
+)
+LIMITER_REDIS_URL = worker_redis_url(os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -111,7 +114,7 @@ def _flush(url: str) -> None:
 
 class Worker:
     """A real `celery worker` (or, with beat=True, `celery beat`) subprocess on the test database
-    and Redis db 14."""
+    and the test process's WORKER_REDIS_URL."""
 
     def __init__(
         self,
