@@ -37,8 +37,7 @@ from annotation.training import (
     training_compare,
     training_outcome_record,
 )
-
-from .conftest import make_study
+from tests.factories import study_make
 
 
 def _rate_all(assignment, user, score=lambda item, attribute: 3):
@@ -97,7 +96,7 @@ def test_training_passes_at_the_mean_limit_and_fails_on_one_score_two_off():
 
 @pytest.fixture
 def training_study(db):
-    study = make_study(name="Training study", conversations=4)
+    study = study_make(name="Training study", conversations=4)
     practice_conversations_mark(study=study, external_ids=["c0"])
     return study
 
@@ -284,7 +283,7 @@ def test_judge_runs_skip_practice_conversations(mixed_study):
 
 @pytest.fixture
 def retest_study(db):
-    study = make_study(name="Calibrated study", conversations=8)
+    study = study_make(name="Calibrated study", conversations=8)
     calibration_settings_set(
         study=study, pass_mean_abs_diff=0.75, pass_max_diff=2, retest_count=2, retest_gap=2
     )
