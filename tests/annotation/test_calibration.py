@@ -303,6 +303,7 @@ def _work_through(user, *, score=lambda item, attribute: 3) -> list[Assignment]:
     return done
 
 
+@pytest.mark.slow  # rates a whole calibration study, some of it several times
 def test_repeats_come_back_reshuffled_never_adjacent_and_counted_apart(retest_study, clinician):
     assignments_create(study=retest_study, clinicians=[clinician], seed_rng=random.Random(3))
     done = _work_through(clinician.user)
@@ -355,6 +356,7 @@ def test_no_repeats_unless_the_study_asks(study, clinician):
     assert retest_schedule(assignment=done[-1]) is None
 
 
+@pytest.mark.slow  # rates a whole calibration study, some of it several times
 def test_retest_agreement_is_sklearns_quadratic_kappa(retest_study, clinician):
     assignments_create(study=retest_study, clinicians=[clinician], seed_rng=random.Random(3))
     rng = random.Random(7)
@@ -386,6 +388,7 @@ def test_drift_blocks_and_retest_agreement_pure():
     assert [b.mean_abs_diff for b in blocks] == [0.0, 1.5]
 
 
+@pytest.mark.slow  # rates a whole calibration study, some of it several times
 def test_drift_compares_with_the_other_clinicians(retest_study, clinician, other_clinician):
     assignments_create(
         study=retest_study, clinicians=[clinician, other_clinician], overlap=2, overlap_fraction=1.0
@@ -457,6 +460,7 @@ def test_admin_types_reference_scores_on_the_training_page(training_study, clien
     assert ReferenceScore.objects.get(response=response, attribute=attribute).value == 4
 
 
+@pytest.mark.slow  # rates a whole calibration study, some of it several times
 def test_researcher_may_analyse_the_latest_ratings_instead(
     retest_study, clinician, client, researcher
 ):

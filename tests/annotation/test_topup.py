@@ -177,6 +177,7 @@ def test_flagged_work_is_left_alone_and_counts_neither_done_nor_assigned(study, 
     assert (progress.done, progress.total) == (1, 3)
 
 
+@pytest.mark.slow  # a statistical check over many conversations and clinicians
 def test_added_system_has_no_fixed_letter_or_position_across_conversations_and_clinicians(
     db, django_user_model
 ):
