@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.conf import settings
@@ -21,9 +22,37 @@ REFERENCE = SHARED / "reference"
 MENTALALIGN_STUDY = "MentalAlign-70k (test)"
 
 
+def worker_redis_url(url: str) -> str:
+    """This test process's own Redis database in place of the configured one.
+
+    bin/test runs the tests in parallel processes (pytest-xdist workers gw0, gw1, …) on one Redis,
+    and each uses three databases: REDIS_URL's (cache, broker), TEST_WORKER_REDIS_URL's (Celery
+    worker subprocesses) and TEST_REDIS_URL's (rate limiters), which tests flush. Worker gwN
+    shifts each database number by 3·N (mod Redis's 16), so no two workers share a key or a
+    FLUSHDB; gw0 and a run without xdist use the configured ones.
+    """
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    if worker == 0:
+        return url
+    if worker >= 16 // 3:  # a sixth worker would come back to gw0's databases
+        raise pytest.UsageError(f"at most {16 // 3} test workers share one Redis (bin/test -n)")
+    parts = urlsplit(url)
+    db = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(db + 3 * worker) % 16}"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.hasplugin("django"):
         return  # pure tests (analysis statistics, providers) run with -p no:django
+    if settings.REDIS_URL and worker_redis_url(settings.REDIS_URL) != settings.REDIS_URL:
+        # Settings were read before any conftest ran: point the cache, the broker and the
+        # subprocesses tests start (which inherit the environment) at this worker's database.
+        from mentalbench.celery import app
+
+        url = worker_redis_url(settings.REDIS_URL)
+        os.environ["REDIS_URL"] = settings.REDIS_URL = settings.CELERY_BROKER_URL = url
+        settings.CACHES["default"]["LOCATION"] = url
+        app.conf.broker_url = url
     # force_login of staff or an admin-group member signs in with a second factor, as the
     # platform requires of them (tests/second_factor.py).
     from django.test import Client
@@ -59,19 +88,24 @@ def _encryption_key(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
+def django_db_modify_db_settings(
+    request: pytest.FixtureRequest, django_db_modify_db_settings_parallel_suffix
+) -> None:
     """On SQLite, test on a file beside the configured one, as the embedded default runs.
 
     Django's default SQLite test database is a shared-cache in-memory one, whose table locks
     fail at once ("database table is locked") instead of waiting out the busy timeout: the
-    concurrent-save tests would test that, not the settings the platform runs with.
+    concurrent-save tests would test that, not the settings the platform runs with. One file
+    per xdist worker (pytest-django suffixes only PostgreSQL's names, test_<name>_gw0, …).
     """
     from django.db import connections
 
     db = connections["default"].settings_dict
     if db["ENGINE"].endswith("sqlite3") and not db["TEST"].get("NAME"):
         name = Path(db["NAME"])
-        db["TEST"]["NAME"] = str(name.with_name(f"test_{name.name}"))
+        worker = getattr(request.config, "workerinput", {}).get("workerid")
+        stem = f"test_{name.stem}_{worker}" if worker else f"test_{name.stem}"
+        db["TEST"]["NAME"] = str(name.with_name(stem + name.suffix))
 
 
 def require_shared() -> Path:

@@ -517,7 +517,7 @@ def world(db, django_user_model) -> dict:
         study_get_or_create,
     )
     from judging.models import ModelEndpoint, Run
-    from tests.annotation.conftest import make_study
+    from tests.factories import study_make
 
     def user(name: str, role: str | None = None, **flags):
         # No password: every test signs in with force_login (password hashing is slow).
@@ -539,7 +539,7 @@ def world(db, django_user_model) -> dict:
         kind=Rater.Kind.CLINICIAN, name="walk-clinician", user=users["clinician"]
     )
     other = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="walk-other", user=users["other"])
-    study = make_study(name="Walk study", conversations=1)
+    study = study_make(name="Walk study", conversations=1)
     (assignment,) = assignments_create(
         study=study, clinicians=[clinician], seed_rng=random.Random(1)
     )
@@ -582,7 +582,7 @@ def world(db, django_user_model) -> dict:
         status=Run.Status.CANCELLED,
     )
     # A training study: one practice conversation with references, submitted by the clinician.
-    practice_study = make_study(name="Walk training", conversations=1)
+    practice_study = study_make(name="Walk training", conversations=1)
     Conversation.objects.filter(study=practice_study).update(practice=True)
     practice_response = Response.objects.filter(conversation__study=practice_study).first()
     ReferenceScore.objects.create(response=practice_response, attribute=attribute, value=3)

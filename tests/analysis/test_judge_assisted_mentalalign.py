@@ -17,7 +17,8 @@ from analysis.selectors import Filters, exclusions_for, scores_frame
 
 # Module-scoped import rolled back at the end (see test_reliability_report.py for why every test
 # carries django_db).
-pytestmark = [pytest.mark.shared_data, pytest.mark.django_db]
+# Slow: each module imports the released 70k-row workbooks.
+pytestmark = [pytest.mark.shared_data, pytest.mark.slow, pytest.mark.django_db]
 
 
 @pytest.fixture(scope="module")

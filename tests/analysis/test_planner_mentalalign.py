@@ -17,7 +17,8 @@ from analysis.judge_assisted.selectors import judge_assisted_codes
 from analysis.ppi import z_value
 from analysis.selectors import attribute_names, exclusions_for
 
-pytestmark = [pytest.mark.shared_data, pytest.mark.django_db]
+# Slow: each module imports the released 70k-row workbooks.
+pytestmark = [pytest.mark.shared_data, pytest.mark.slow, pytest.mark.django_db]
 
 JUDGES = ("claude-3.7-sonnet", "gpt-4o")
 

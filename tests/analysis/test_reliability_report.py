@@ -21,7 +21,8 @@ from tests.conftest import REFERENCE
 # The MentalAlign study comes from mentalalign_module (tests/analysis/conftest.py), rolled back at
 # the end of this module. django_db on every test keeps the module's tests together: pytest-django
 # runs unmarked tests last, which would split the module and its open transaction.
-pytestmark = [pytest.mark.shared_data, pytest.mark.django_db]
+# Slow: each module imports the released 70k-row workbooks.
+pytestmark = [pytest.mark.shared_data, pytest.mark.slow, pytest.mark.django_db]
 
 JUDGES = ("claude-3.7-sonnet", "gpt-4o")
 PAPER_NAMES = {  # responder key → paper Table 2 name

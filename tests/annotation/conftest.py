@@ -8,46 +8,8 @@ import pytest
 from django.db import connection
 from playwright.sync_api import expect
 
-from annotation.models import Conversation, Rater, Responder, Response
-from annotation.roles import CLINICIAN, role_add
-from annotation.services import assignments_create, study_get_or_create
-
-# Names chosen so that a leak is unmistakable in rendered HTML.
-RESPONDERS = [
-    ("zz-gpt4o", "Leaky GPT-4o", "leakyfamily-openai"),
-    ("zz-claude", "Leaky Claude", "leakyfamily-anthropic"),
-    ("zz-llama", "Leaky Llama", "leakyfamily-meta"),
-    ("zz-human", "Leaky Human Reference", "leakyfamily-human"),
-]
-
-
-def make_study(*, name: str = "Rating study", conversations: int = 3, responders=RESPONDERS):
-    study, _ = study_get_or_create(name=name)
-    people = [
-        Responder.objects.get_or_create(key=key, defaults={"name": n, "family": f})[0]
-        for key, n, f in responders
-    ]
-    for c in range(conversations):
-        conversation = Conversation.objects.create(
-            study=study, external_id=f"c{c}", context=f"I feel anxious before meetings ({c})."
-        )
-        Response.objects.bulk_create(
-            Response(
-                conversation=conversation,
-                responder=r,
-                # Lengths differ by responder, so a length-derived attribute would show up.
-                text=f"Supportive reply number {i} to conversation {c}." + " More." * i,
-                metadata={"model": f"{r.key}-model-id"},
-            )
-            for i, r in enumerate(people)
-        )
-    return study
-
-
-def make_clinician(django_user_model, username: str) -> Rater:
-    user = django_user_model.objects.create_user(username=username, password="pw-" + username)
-    role_add(user=user, role=CLINICIAN)
-    return Rater.objects.create(kind=Rater.Kind.CLINICIAN, name=username, user=user)
+from annotation.services import assignments_create
+from tests.factories import clinician_make, study_make
 
 
 def at_once(*calls: Callable[[], object]) -> list:
@@ -78,17 +40,17 @@ def at_once(*calls: Callable[[], object]) -> list:
 
 @pytest.fixture
 def study(db):
-    return make_study()
+    return study_make()
 
 
 @pytest.fixture
 def clinician(db, django_user_model):
-    return make_clinician(django_user_model, "alice")
+    return clinician_make(username="alice")
 
 
 @pytest.fixture
 def other_clinician(db, django_user_model):
-    return make_clinician(django_user_model, "bob")
+    return clinician_make(username="bob")
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ from django.utils.http import urlsafe_base64_decode
 from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add, user_can_manage
 from annotation.services import user_password_token_issue
 from annotation.tokens import password_token_generator
-
-from .conftest import make_clinician
+from tests.factories import clinician_make
 
 
 @pytest.fixture
@@ -91,8 +90,8 @@ def test_the_service_refuses_whatever_page_calls_it(accounts):
 def test_overview_offers_reset_links_only_for_manageable_clinicians(
     client, accounts, study, django_user_model
 ):
-    ordinary = make_clinician(django_user_model, "ordinary")
-    boss = make_clinician(django_user_model, "boss")  # a staff member who also rates
+    ordinary = clinician_make(username="ordinary")
+    boss = clinician_make(username="boss")  # a staff member who also rates
     boss.user.is_staff = True
     boss.user.save(update_fields=["is_staff"])
     from annotation.services import assignments_create

@@ -9,8 +9,7 @@ from django.urls import reverse
 
 from annotation.models import Assignment, ImportLog, LabelAnnotation, Rating, RatingChange, Score
 from annotation.services import assignments_create, rating_save
-
-from .conftest import make_clinician, make_study
+from tests.factories import clinician_make, study_make
 
 APPS = ("annotation", "judging", "analysis")
 
@@ -30,8 +29,8 @@ def test_every_model_is_registered_in_the_admin():
 
 @pytest.fixture
 def rated(db, django_user_model, client):
-    study = make_study(conversations=1)
-    clinician = make_clinician(django_user_model, "dana")
+    study = study_make(conversations=1)
+    clinician = clinician_make(username="dana")
     (assignment,) = assignments_create(
         study=study, clinicians=[clinician], seed_rng=random.Random(1)
     )

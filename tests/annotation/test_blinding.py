@@ -14,8 +14,7 @@ from scipy.stats import chi2_contingency, chisquare
 from annotation.models import Assignment, AssignmentItem, Rater, Response
 from annotation.services import assignments_create
 from annotation.services.rating import assignment_items_shuffled
-
-from .conftest import RESPONDERS, make_study
+from tests.factories import RESPONDERS, study_make
 
 
 @pytest.fixture
@@ -122,7 +121,7 @@ def test_order_is_stable_across_reloads_and_follows_the_recorded_seed(study, cli
 
 def test_each_responder_position_is_uniform_over_500_assignments(db):
     responders = [(f"r{i}", f"R{i}", f"f{i}") for i in range(10)]
-    study = make_study(name="Uniformity", conversations=50, responders=responders)
+    study = study_make(name="Uniformity", conversations=50, responders=responders)
     clinicians = [Rater.objects.create(kind="clinician", name=f"u{i}") for i in range(10)]
     created = assignments_create(
         study=study,

@@ -6,9 +6,10 @@ from django.contrib.auth import get_user_model
 from annotation.models import Assignment, Rater, Rating, Score
 from annotation.roles import CLINICIAN, role_add
 from annotation.services import assignments_create
+from tests.factories import RESPONDERS, study_make
 
 from ..conftest import SCREENSHOTS
-from .conftest import RESPONDERS, make_study, tab_to, wait_saved
+from .conftest import tab_to, wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -42,7 +43,7 @@ def _checked(page, card: int) -> list[int]:
 
 def test_clinician_rates_a_conversation_with_the_keyboard(django_db_setup, page, live_server):
     # django_db_setup first: the test database must exist before Playwright starts its loop.
-    study = make_study(name="Browser study", conversations=2, responders=RESPONDERS[:3])
+    study = study_make(name="Browser study", conversations=2, responders=RESPONDERS[:3])
     user = get_user_model().objects.create_user(username="kim", password="kim-password-1")
     role_add(user=user, role=CLINICIAN)
     rater = Rater.objects.create(kind="clinician", name="kim", user=user)

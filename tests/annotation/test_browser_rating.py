@@ -9,11 +9,12 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.models import Assignment, Conversation, Rater, Rating, Response, Score, Study
-from annotation.roles import ADMIN, CLINICIAN, role_add
+from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create, study_get_or_create
 from annotation.training import practice_assign, practice_conversations_mark, reference_scores_set
+from tests.factories import clinician_make, study_make
 
-from .conftest import make_study, wait_saved
+from .conftest import wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -61,12 +62,6 @@ def browser_context(chromium, live_server):
     assert not violations, f"the page broke its Content-Security-Policy: {violations}"
 
 
-def _clinician(username: str) -> Rater:
-    user = get_user_model().objects.create_user(username=username, password=f"{username}-pw-1")
-    role_add(user=user, role=CLINICIAN)
-    return Rater.objects.create(kind="clinician", name=username, user=user)
-
-
 def _login(page, username: str, password: str) -> None:
     page.goto("/accounts/login/")
     page.fill("#id_login", username)
@@ -95,8 +90,8 @@ def _screenshot(page, name: str) -> None:
 def test_keyboard_alone_scores_a_conversation_in_80_keystrokes(
     django_db_setup, browser_context, width
 ):
-    study = make_study(name=f"Keyboard {width}", conversations=2, responders=TEN)
-    rater = _clinician("kim")
+    study = study_make(name=f"Keyboard {width}", conversations=2, responders=TEN)
+    rater = clinician_make(username="kim", password="kim-pw-1")
     first, second = assignments_create(study=study, clinicians=[rater], seed_rng=random.Random(3))
     page = browser_context(width=width)
     _login(page, "kim", "kim-pw-1")
@@ -145,8 +140,8 @@ def test_keyboard_alone_scores_a_conversation_in_80_keystrokes(
 
 
 def test_touch_screen_scores_one_response_by_taps(django_db_setup, browser_context):
-    study = make_study(name="Touch", conversations=1)
-    rater = _clinician("tia")
+    study = study_make(name="Touch", conversations=1)
+    rater = clinician_make(username="tia", password="tia-pw-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     page = browser_context(width=375, touch=True)
     _login(page, "tia", "tia-pw-1")
@@ -176,8 +171,8 @@ def test_touch_screen_scores_one_response_by_taps(django_db_setup, browser_conte
 def test_a_score_anchor_never_covers_the_next_attribute(django_db_setup, browser_context):
     """Clicking Guidance 2 and then Informativeness 3 sets both (the anchor shown after the first
     click once covered the second row and took its click)."""
-    study = make_study(name="Tooltip", conversations=1)
-    rater = _clinician("tom")
+    study = study_make(name="Tooltip", conversations=1)
+    rater = clinician_make(username="tom", password="tom-pw-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     page = browser_context(width=1280)
     _login(page, "tom", "tom-pw-1")
@@ -193,8 +188,8 @@ def test_a_score_anchor_never_covers_the_next_attribute(django_db_setup, browser
 
 
 def test_rubric_panel_and_accessible_names(django_db_setup, browser_context):
-    study = make_study(name="Names", conversations=1)
-    rater = _clinician("una")
+    study = study_make(name="Names", conversations=1)
+    rater = clinician_make(username="una", password="una-pw-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     page = browser_context(width=1280)
     _login(page, "una", "una-pw-1")
@@ -212,9 +207,9 @@ def test_rubric_panel_and_accessible_names(django_db_setup, browser_context):
 
 
 def test_rationale_rule_names_the_response(django_db_setup, browser_context):
-    study = make_study(name="Rationale rule", conversations=1, responders=TEN[:2])
+    study = study_make(name="Rationale rule", conversations=1, responders=TEN[:2])
     Study.objects.filter(pk=study.pk).update(rationale_required=True, rationale_min_length=10)
-    rater = _clinician("val")
+    rater = clinician_make(username="val", password="val-pw-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     page = browser_context(width=1280)
     _login(page, "val", "val-pw-1")
@@ -247,7 +242,7 @@ def _labelling_assignment(rater: Rater) -> Assignment:
 
 
 def _rating_url(rater: Rater) -> str:
-    study = make_study(name="Axe rating", conversations=1)
+    study = study_make(name="Axe rating", conversations=1)
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     return f"/rate/{assignment.token}/"
 
@@ -259,7 +254,7 @@ def _guidelines_url(rater: Rater) -> str:
 
 def _training_study(rater: Rater) -> Study:
     """A study with a practice conversation (reference scores set) assigned to `rater`."""
-    study = make_study(name="Axe training", conversations=2)
+    study = study_make(name="Axe training", conversations=2)
     practice_conversations_mark(study=study, external_ids=["c0"])
     attributes = list(study.rubric.attributes.order_by("position"))
     responses = Response.objects.filter(conversation__external_id="c0", conversation__study=study)
@@ -303,7 +298,7 @@ AXE_PAGES = [
 def test_no_serious_accessibility_violations(
     django_db_setup, browser_context, name, who, url, width
 ):
-    rater = _clinician("axel")
+    rater = clinician_make(username="axel", password="axel-pw-1")
     admin = get_user_model().objects.create_user(username="ada", password="ada-pw-1")
     role_add(user=admin, role=ADMIN)
     target = url(rater)

@@ -10,9 +10,10 @@ from playwright.sync_api import expect
 from annotation.models import Assignment, Rating, Responder, Score
 from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create
+from tests.factories import RESPONDERS, clinician_make, study_make
 from tests.second_factor import totp_code, totp_enrol
 
-from .conftest import RESPONDERS, make_clinician, make_study, wait_saved
+from .conftest import wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -45,8 +46,8 @@ def _rate_editable_cards(page, score: str) -> None:
 def test_top_up_leaves_submitted_work_locked_and_adds_its_own_task(
     django_db_setup, chromium, live_server, tmp_path
 ):
-    study = make_study(name="Life study", conversations=2, responders=RESPONDERS[:3])
-    rater = make_clinician(get_user_model(), "cleo")
+    study = study_make(name="Life study", conversations=2, responders=RESPONDERS[:3])
+    rater = clinician_make(username="cleo")
     first, second = assignments_create(study=study, clinicians=[rater])
     admin = get_user_model().objects.create_user(username="ada", password="ada-pw-long-1")
     role_add(user=admin, role=ADMIN)

@@ -10,8 +10,9 @@ from annotation.models import Rater, Response
 from annotation.roles import CLINICIAN, role_add
 from annotation.services import assignments_create
 from annotation.training import practice_assign, practice_conversations_mark, reference_scores_set
+from tests.factories import RESPONDERS, study_make
 
-from .conftest import RESPONDERS, make_study, wait_saved
+from .conftest import wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,7 +24,7 @@ def _reference(attribute_position: int) -> int:
 def test_clinician_rates_a_practice_conversation_and_sees_the_reference(
     django_db_setup, page, live_server
 ):
-    study = make_study(name="Training in the browser", conversations=2, responders=RESPONDERS[:2])
+    study = study_make(name="Training in the browser", conversations=2, responders=RESPONDERS[:2])
     practice_conversations_mark(study=study, external_ids=["c0"])
     attributes = list(study.rubric.attributes.order_by("position"))
     rows = [

@@ -5,22 +5,20 @@ import json
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from annotation.models import (
     Conversation,
     LabelAnnotation,
-    Rater,
     Rating,
     RatingChange,
     Score,
     Study,
 )
-from annotation.roles import CLINICIAN, role_add
 from annotation.services import assignments_create, study_get_or_create
+from tests.factories import RESPONDERS, clinician_make, study_make
 
-from .conftest import RESPONDERS, make_study, tab_to, wait_saved
+from .conftest import tab_to, wait_saved
 
 # Also run on SQLite by bin/test (marker portable): the embedded default must keep edits too.
 pytestmark = [
@@ -31,12 +29,6 @@ pytestmark = [
 
 ATTRIBUTES = 7
 SAVES = re.compile(r"/rate/[^/]+/(save|labels)$")  # the score/rationale and label autosaves
-
-
-def _clinician(name: str) -> Rater:
-    user = get_user_model().objects.create_user(username=name, password=f"{name}-password-1")
-    role_add(user=user, role=CLINICIAN)
-    return Rater.objects.create(kind="clinician", name=name, user=user)
 
 
 def _login(page, name: str) -> None:
@@ -78,8 +70,8 @@ class SaveJam:
 
 
 def test_reload_mid_save_keeps_every_score_and_rationale(django_db_setup, page, live_server):
-    study = make_study(name="Unsent study", conversations=1, responders=RESPONDERS[:2])
-    rater = _clinician("ida")
+    study = study_make(name="Unsent study", conversations=1, responders=RESPONDERS[:2])
+    rater = clinician_make(username="ida", password="ida-password-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     _login(page, "ida")
     page.goto(f"/rate/{assignment.token}/")
@@ -125,8 +117,8 @@ def test_reload_mid_save_keeps_every_score_and_rationale(django_db_setup, page, 
 def test_a_newer_value_from_another_tab_wins_over_an_unsent_older_edit(
     django_db_setup, page, live_server
 ):
-    study = make_study(name="Unsent two tabs", conversations=1, responders=RESPONDERS[:1])
-    rater = _clinician("joe")
+    study = study_make(name="Unsent two tabs", conversations=1, responders=RESPONDERS[:1])
+    rater = clinician_make(username="joe", password="joe-password-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     _login(page, "joe")
     page.goto(f"/rate/{assignment.token}/")
@@ -153,7 +145,7 @@ def test_reload_mid_save_keeps_the_distortion_labels(django_db_setup, page, live
         name="Unsent labels", kind=Study.Kind.DISTORTION_LABELLING, label_scheme="ranked"
     )
     Conversation.objects.create(study=study, external_id="u0", context="Nobody ever calls me.")
-    rater = _clinician("ana")
+    rater = clinician_make(username="ana", password="ana-password-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     _login(page, "ana")
     page.goto(f"/rate/{assignment.token}/")
@@ -189,8 +181,8 @@ def test_edits_made_after_an_idle_sign_out_are_sent_after_signing_in_again(
 
     from accounts.middleware import LAST_SEEN
 
-    study = make_study(name="Idle study", conversations=1, responders=RESPONDERS[:2])
-    rater = _clinician("ivo")
+    study = study_make(name="Idle study", conversations=1, responders=RESPONDERS[:2])
+    rater = clinician_make(username="ivo", password="ivo-password-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     _login(page, "ivo")
     page.goto(f"/rate/{assignment.token}/")
@@ -228,8 +220,8 @@ def test_saves_while_the_database_restarts_say_retrying_and_are_stored_once_it_i
 
     from annotation import views
 
-    study = make_study(name="Outage study", conversations=1, responders=RESPONDERS[:2])
-    rater = _clinician("ola")
+    study = study_make(name="Outage study", conversations=1, responders=RESPONDERS[:2])
+    rater = clinician_make(username="ola", password="ola-password-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     _login(page, "ola")
     page.goto(f"/rate/{assignment.token}/")

@@ -37,8 +37,7 @@ from annotation.training import (
     training_compare,
     training_outcome_record,
 )
-
-from .conftest import make_study
+from tests.factories import study_make
 
 
 def _rate_all(assignment, user, score=lambda item, attribute: 3):
@@ -97,7 +96,7 @@ def test_training_passes_at_the_mean_limit_and_fails_on_one_score_two_off():
 
 @pytest.fixture
 def training_study(db):
-    study = make_study(name="Training study", conversations=4)
+    study = study_make(name="Training study", conversations=4)
     practice_conversations_mark(study=study, external_ids=["c0"])
     return study
 
@@ -284,7 +283,7 @@ def test_judge_runs_skip_practice_conversations(mixed_study):
 
 @pytest.fixture
 def retest_study(db):
-    study = make_study(name="Calibrated study", conversations=8)
+    study = study_make(name="Calibrated study", conversations=8)
     calibration_settings_set(
         study=study, pass_mean_abs_diff=0.75, pass_max_diff=2, retest_count=2, retest_gap=2
     )
@@ -304,6 +303,7 @@ def _work_through(user, *, score=lambda item, attribute: 3) -> list[Assignment]:
     return done
 
 
+@pytest.mark.slow  # rates a whole calibration study, some of it several times
 def test_repeats_come_back_reshuffled_never_adjacent_and_counted_apart(retest_study, clinician):
     assignments_create(study=retest_study, clinicians=[clinician], seed_rng=random.Random(3))
     done = _work_through(clinician.user)
@@ -356,6 +356,7 @@ def test_no_repeats_unless_the_study_asks(study, clinician):
     assert retest_schedule(assignment=done[-1]) is None
 
 
+@pytest.mark.slow  # rates a whole calibration study, some of it several times
 def test_retest_agreement_is_sklearns_quadratic_kappa(retest_study, clinician):
     assignments_create(study=retest_study, clinicians=[clinician], seed_rng=random.Random(3))
     rng = random.Random(7)
@@ -387,6 +388,7 @@ def test_drift_blocks_and_retest_agreement_pure():
     assert [b.mean_abs_diff for b in blocks] == [0.0, 1.5]
 
 
+@pytest.mark.slow  # rates a whole calibration study, some of it several times
 def test_drift_compares_with_the_other_clinicians(retest_study, clinician, other_clinician):
     assignments_create(
         study=retest_study, clinicians=[clinician, other_clinician], overlap=2, overlap_fraction=1.0
@@ -483,6 +485,7 @@ def test_reference_grid_refuses_a_field_that_is_no_practice_cell(
     assert not ReferenceScore.objects.filter(attribute=attribute).exists()
 
 
+@pytest.mark.slow  # rates a whole calibration study, some of it several times
 def test_researcher_may_analyse_the_latest_ratings_instead(
     retest_study, clinician, client, researcher
 ):

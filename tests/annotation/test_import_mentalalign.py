@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from annotation.models import Conversation, ImportLog, Rater, Rating, Response, Score, Study
 
-pytestmark = pytest.mark.shared_data
+pytestmark = [pytest.mark.shared_data, pytest.mark.slow]  # imports the 70k workbooks
 
 
 def test_every_cell_of_the_three_workbooks_is_accounted_for(mentalalign_study):

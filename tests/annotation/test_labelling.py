@@ -9,17 +9,17 @@ from django.urls import reverse
 
 from annotation.models import (
     Assignment,
-    Conversation,
     DistortionLabel,
     LabelAnnotation,
     LabelChange,
     Rater,
     Study,
 )
-from annotation.services import assignments_create, label_annotation_save, study_get_or_create
+from annotation.services import assignments_create, label_annotation_save
 from judging.prompts import DEFAULT_DISTORTIONS
+from tests.factories import clinician_make, distortion_study_make
 
-from .conftest import at_once, make_clinician
+from .conftest import at_once
 
 # Filters, exports and saves must work on every supported database: bin/test runs these on
 # SQLite as well.
@@ -32,23 +32,14 @@ MESSAGES = [
 ]
 
 
-def make_distortion_study(name="Distortions", scheme="ranked"):
-    study, _ = study_get_or_create(
-        name=name, kind=Study.Kind.DISTORTION_LABELLING, label_scheme=scheme
-    )
-    for i, text in enumerate(MESSAGES):
-        Conversation.objects.create(study=study, external_id=f"m{i}", context=text)
-    return study
-
-
 @pytest.fixture
 def ranked_study(db):
-    return make_distortion_study()
+    return distortion_study_make(messages=MESSAGES, name="Distortions")
 
 
 @pytest.fixture
 def multi_study(db):
-    return make_distortion_study(name="Distortions multi", scheme="multi")
+    return distortion_study_make(messages=MESSAGES, name="Distortions multi", scheme="multi")
 
 
 def _assign(study, clinician):
@@ -61,7 +52,7 @@ def _save(client, assignment, data):
 
 @pytest.mark.django_db
 def test_new_distortion_study_gets_the_paper_label_set():
-    study = make_distortion_study()
+    study = distortion_study_make(messages=MESSAGES, name="Distortions")
     names = list(DistortionLabel.objects.filter(study=study).values_list("name", flat=True))
     assert names == [d["name"] for d in DEFAULT_DISTORTIONS]
     assert len(names) == 11 and names[-1] == "No Distortion"
@@ -195,8 +186,8 @@ def test_two_tabs_posting_at_once_keep_one_annotation_and_the_later_edit(django_
     """Two browser tabs (two sessions, two connections) autosave different selections at the
     same instant, over HTTP: one annotation, the later edit (by the browser clock) wins whatever
     order the requests commit in, and the audit trail ends on it."""
-    study = make_distortion_study()
-    clinician = make_clinician(django_user_model, "tabs")
+    study = distortion_study_make(messages=MESSAGES, name="Distortions")
+    clinician = clinician_make(username="tabs")
     assignment = _assign(study, clinician)[0]
     tabs = [Client(), Client()]
     for client in tabs:
@@ -225,7 +216,7 @@ def test_two_tabs_posting_at_once_keep_one_annotation_and_the_later_edit(django_
 
 @pytest.mark.django_db
 def test_clinician_cannot_label_other_clinicians_message(alice, ranked_study, django_user_model):
-    bob = make_clinician(django_user_model, "bob")
+    bob = clinician_make(username="bob")
     assignment = _assign(ranked_study, bob)[0]
     assert alice.get(reverse("annotation:rate", args=[assignment.token])).status_code == 404
     assert _save(alice, assignment, {"dominant": "Labeling"}).status_code == 404

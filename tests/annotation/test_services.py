@@ -22,8 +22,9 @@ from annotation.services import (
     clinician_create,
     rating_save,
 )
+from tests.factories import clinician_make, study_make
 
-from .conftest import at_once, make_clinician, make_study
+from .conftest import at_once
 
 # Filters, exports and saves must work on every supported database: bin/test runs these on
 # SQLite as well.
@@ -198,7 +199,7 @@ def test_flagging_sets_the_conversation_aside_with_its_reason(assignment, clinic
 
 
 def test_overlap_assignment_is_balanced(db):
-    study = make_study(conversations=20)
+    study = study_make(conversations=20)
     clinicians = [Rater.objects.create(kind="clinician", name=f"c{i}") for i in range(4)]
     created = assignments_create(
         study=study,
@@ -306,8 +307,8 @@ def test_invited_clinician_gets_role_rater_and_no_usable_password(db):
 def test_two_tabs_saving_at_once_make_one_rating_and_keep_every_edit(django_user_model):
     """Two tabs (two connections) save different attributes of a not-yet-rated response at the
     same instant, then the same attribute: one rating, both fields, the later edit wins."""
-    study = make_study(conversations=1)
-    clinician = make_clinician(django_user_model, "tabs")
+    study = study_make(conversations=1)
+    clinician = clinician_make(username="tabs")
     (assignment,) = assignments_create(study=study, clinicians=[clinician])
     item = assignment.items.first()
     attributes = _attributes(assignment)
@@ -334,8 +335,8 @@ def test_two_tabs_saving_at_once_make_one_rating_and_keep_every_edit(django_user
 def test_many_clinicians_saving_at_once_all_succeed(django_user_model):
     """Eight connections save at the same instant, each its own clinician's score (on SQLite,
     one file and one writer at a time): every save is stored, none fails as locked."""
-    study = make_study(conversations=1)
-    clinicians = [make_clinician(django_user_model, f"crowd{n}") for n in range(8)]
+    study = study_make(conversations=1)
+    clinicians = [clinician_make(username=f"crowd{n}") for n in range(8)]
     assignments = assignments_create(
         study=study, clinicians=clinicians, overlap=8, overlap_fraction=1.0
     )

@@ -18,8 +18,7 @@ from annotation.services import (
     rating_save,
 )
 from annotation.training import practice_assign, practice_conversations_mark
-
-from .conftest import make_clinician, make_study
+from tests.factories import clinician_make, study_make
 
 
 def _rate_all(assignment, user):
@@ -33,9 +32,9 @@ def _rate_all(assignment, user):
 @pytest.fixture
 def every_state(db, django_user_model):
     """One clinician holding one assignment in each state."""
-    study = make_study(name="States", conversations=5)
-    cleo = make_clinician(django_user_model, "cleo")
-    other = make_clinician(django_user_model, "otto")
+    study = study_make(name="States", conversations=5)
+    cleo = clinician_make(username="cleo")
+    other = clinician_make(username="otto")
     pending, started, submitted, flagged, stale = assignments_create(study=study, clinicians=[cleo])
     first = started.items.first()
     rating_save(assignment=started, item_token=first.token, user=cleo.user,
@@ -116,7 +115,7 @@ def test_the_admin_progress_row_agrees(every_state, client, admin_member):
 
 @pytest.fixture
 def training_states(db, django_user_model, admin_member):
-    study = make_study(name="Training states", conversations=3)
+    study = study_make(name="Training states", conversations=3)
     practice_conversations_mark(study=study, external_ids=["c0"])
     ReferenceScore.objects.bulk_create(
         ReferenceScore(response=response, attribute=attribute, value=3)
@@ -126,7 +125,7 @@ def training_states(db, django_user_model, admin_member):
         for attribute in study.rubric.attributes.all()
     )
     names = ("tess", "paul", "nina", "lena")
-    raters = {name: make_clinician(django_user_model, name) for name in names}
+    raters = {name: clinician_make(username=name) for name in names}
     practice_assign(study=study, clinicians=list(raters.values()))
     TrainingOutcome.objects.create(study=study, rater=raters["paul"], passed=True)
     TrainingOutcome.objects.create(study=study, rater=raters["nina"], passed=False)

@@ -28,8 +28,7 @@ from annotation.services import (
 )
 from annotation.topup import topup_assign, topup_summary
 from annotation.training import calibration_settings_set
-
-from .conftest import make_clinician, make_study
+from tests.factories import clinician_make, study_make
 
 
 def _rate_all(assignment, user, score=3):
@@ -178,11 +177,12 @@ def test_flagged_work_is_left_alone_and_counts_neither_done_nor_assigned(study, 
     assert (progress.done, progress.total) == (1, 3)
 
 
+@pytest.mark.slow  # a statistical check over many conversations and clinicians
 def test_added_system_has_no_fixed_letter_or_position_across_conversations_and_clinicians(
     db, django_user_model
 ):
-    study = make_study(name="Many conversations", conversations=30)
-    clinicians = [make_clinician(django_user_model, name) for name in ("ana", "ben")]
+    study = study_make(name="Many conversations", conversations=30)
+    clinicians = [clinician_make(username=name) for name in ("ana", "ben")]
     created = assignments_create(study=study, clinicians=clinicians, overlap=2,
                                  overlap_fraction=1.0, seed_rng=random.Random(5))  # fmt: skip
     for assignment in created:
@@ -216,7 +216,7 @@ def test_added_system_has_no_fixed_letter_or_position_across_conversations_and_c
 
 @pytest.fixture
 def retest_study(db):
-    study = make_study(name="Calibrated study", conversations=6)
+    study = study_make(name="Calibrated study", conversations=6)
     calibration_settings_set(
         study=study, pass_mean_abs_diff=0.75, pass_max_diff=2, retest_count=1, retest_gap=2
     )

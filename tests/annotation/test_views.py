@@ -9,8 +9,7 @@ from django.urls import reverse
 
 from annotation.models import Assignment, Rating, RatingChange
 from annotation.services import assignments_create
-
-from .conftest import make_clinician
+from tests.factories import clinician_make
 
 # Filters, exports and saves must work on every supported database: bin/test runs these on
 # SQLite as well.
@@ -181,7 +180,7 @@ def test_rating_page_runs_a_fixed_number_of_queries(
 def test_admin_assigns_with_overlap_and_sees_progress(
     client, admin_member, study, django_user_model
 ):
-    a, b = make_clinician(django_user_model, "a1"), make_clinician(django_user_model, "b1")
+    a, b = clinician_make(username="a1"), clinician_make(username="b1")
     client.force_login(admin_member)
     response = client.post(
         reverse("annotation:manage_assign"),

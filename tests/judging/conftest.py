@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.conftest import worker_redis_url
+from tests.factories import ENDPOINT_API_KEY, case_context, case_reply, endpoint_make, study_make
 from tests.fakes.llm_server import FakeLLMServer
 
-API_KEY = "sk-test-RunKeyThatMustNeverLeak-9876543210abcdef"
-WORKER_REDIS_URL = os.environ.get("TEST_WORKER_REDIS_URL", "redis://127.0.0.1:6379/14")
-LIMITER_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+API_KEY = ENDPOINT_API_KEY
+WORKER_REDIS_URL = worker_redis_url(
+    os.environ.get("TEST_WORKER_REDIS_URL", "redis://127.0.0.1:6379/14")
+)
+LIMITER_REDIS_URL = worker_redis_url(os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -41,59 +45,26 @@ def fake_llm() -> Iterator[FakeLLMServer]:
         yield server
 
 
-def make_study(name: str, *, conversations: int, responders: tuple[str, ...], text=None):
-    """A study with the seed rubric; `text(conversation_index, responder_key)` gives texts."""
-    from annotation.models import Conversation, Response
-    from annotation.services import responders_ensure, study_get_or_create
-
-    study, _ = study_get_or_create(name=name)
-    by_key = responders_ensure(keys=set(responders))
-    made = Conversation.objects.bulk_create(
-        Conversation(
-            study=study,
-            external_id=f"c{i}",
-            context=f"I have been feeling low for weeks and cannot sleep (case {i}).",
-        )
-        for i in range(conversations)
-    )
-    Response.objects.bulk_create(
-        Response(
-            conversation=conversation,
-            responder=by_key[key],
-            text=(text(i, key) if text else f"That sounds hard ({key} {i}). Talk to someone."),
-        )
-        for i, conversation in enumerate(made)
-        for key in responders
-    )
-    return study
-
-
 @pytest.fixture
 def study(db):
-    return make_study("Run test study", conversations=3, responders=("gpt4o", "llama_3"))
+    return study_make(
+        name="Run test study",
+        conversations=3,
+        responders=("gpt4o", "llama_3"),
+        context=case_context,
+        text=case_reply,
+    )
 
 
 @pytest.fixture
 def endpoint_factory(db, fake_llm: FakeLLMServer) -> Callable:
-    from judging.models import ModelEndpoint
+    """endpoint_make on the session's fake server (its Anthropic URL for provider="anthropic")."""
 
     def make(provider: str = "openai", **overrides):
         base_url = (
             fake_llm.anthropic_base_url if provider == "anthropic" else fake_llm.openai_base_url
         )
-        options = {
-            "name": f"fake-{provider}-{uuid.uuid4().hex[:6]}",
-            "provider": provider,
-            "model": f"fake-{provider}",
-            "family": "fake",
-            "base_url": base_url,
-            "api_key": API_KEY,
-            "timeout_s": 5.0,
-            "price_input_per_mtok": 2.5,
-            "price_output_per_mtok": 10.0,
-        }
-        options.update(overrides)
-        return ModelEndpoint.objects.create(**options)
+        return endpoint_make(**{"base_url": base_url, "provider": provider, **overrides})
 
     return make
 
@@ -111,7 +82,7 @@ def _flush(url: str) -> None:
 
 class Worker:
     """A real `celery worker` (or, with beat=True, `celery beat`) subprocess on the test database
-    and Redis db 14."""
+    and the test process's WORKER_REDIS_URL."""
 
     def __init__(
         self,

@@ -23,9 +23,10 @@ from annotation.models import Rating
 from judging import api_keys, services
 from judging.models import ModelEndpoint, Run
 from tests.conftest import TEST_ENCRYPTION_KEY
+from tests.factories import texts_study_make
 
 from .conftest import API_KEY, ROOT
-from .test_services import judge, marker, study_with_texts
+from .test_services import judge, marker
 
 OTHER_KEY = Fernet.generate_key().decode()
 SHA = hashlib.sha256(API_KEY.encode()).hexdigest()
@@ -51,7 +52,7 @@ def raw_update(endpoint: ModelEndpoint, column: str, value: str) -> None:
 def judged_once(endpoint: ModelEndpoint) -> tuple[Run, str]:
     """A judge run over one response carrying its own marker; returns (run, marker)."""
     tag = marker("ok")
-    study, _ = study_with_texts({"a": tag})
+    study, _ = texts_study_make(texts={"a": tag})
     return judge(study, endpoint), tag
 
 

@@ -23,10 +23,16 @@ from judging.models import ProviderBatch, Run, RunItem
 from judging.prompts import DEFAULT_RUBRIC
 from judging.providers import batch as batch_providers
 from judging.services import batch, costs
+from tests.factories import (
+    case_context,
+    case_reply,
+    distortion_study_make,
+    study_make,
+    texts_study_make,
+)
 from tests.fakes.llm_server import scenario
 
-from .conftest import ROOT, make_study, wait_for
-from .test_services import study_with_texts
+from .conftest import ROOT, wait_for
 
 ATTRIBUTES = [a["name"] for a in DEFAULT_RUBRIC]
 
@@ -207,8 +213,8 @@ def test_two_pollers_lease_two_batches_of_one_run_at_once(
 def test_errors_expiries_and_unparseable_outputs_go_into_a_follow_up_batch(
     provider, endpoint_factory, fake_llm
 ):
-    study, ids = study_with_texts(
-        {
+    study, ids = texts_study_make(
+        texts={
             "error": marker("batch_error", n=1),
             "expired": marker("batch_expired", n=1),
             "missing": marker("missing_keys", n=1),
@@ -369,7 +375,7 @@ def test_a_poller_killed_mid_download_loses_and_duplicates_nothing(
 def test_cancel_mid_batch_keeps_what_came_back_and_resume_finishes_once(
     provider, endpoint_factory, fake_llm
 ):
-    study, _ = study_with_texts({f"t{i}": f"text {i}" for i in range(8)})
+    study, _ = texts_study_make(texts={f"t{i}": f"text {i}" for i in range(8)})
     fake_llm.batch_polls = 2
     run = launch(study, batch_endpoint(endpoint_factory, provider))
     batch.batches_poll(force=True)  # half of the requests answered at the provider
@@ -493,7 +499,7 @@ def _fast_batch_polls(monkeypatch):
 def test_a_batch_run_on_real_workers_and_beat_survives_their_restart(
     _fast_batch_polls, celery_worker_factory, endpoint_factory, fake_llm
 ):
-    study, _ = study_with_texts({f"t{i}": f"text {i}" for i in range(10)})
+    study, _ = texts_study_make(texts={f"t{i}": f"text {i}" for i in range(10)})
     fake_llm.batch_polls = 1_000_000  # the provider holds every answer until told otherwise
     worker = celery_worker_factory("worker.log")
     beat = celery_worker_factory("beat.log", beat=True)
@@ -531,10 +537,16 @@ def test_a_batch_run_submits_within_a_minute_beside_a_long_immediate_run(
     the batch run beside it is submitted and polled on time, and the sweeper keeps sweeping."""
     from tests.fakes.llm_server import FakeLLMServer
 
-    study, _ = study_with_texts({f"t{i}": f"text {i}" for i in range(10)})
+    study, _ = texts_study_make(texts={f"t{i}": f"text {i}" for i in range(10)})
     fake_llm.batch_polls = 1_000_000  # the batch stays open: this is about submit and polls
     with FakeLLMServer(delay=3.0) as slow:
-        long_study = make_study("long run", conversations=100, responders=("gpt4o", "llama_3"))
+        long_study = study_make(
+            name="long run",
+            conversations=100,
+            responders=("gpt4o", "llama_3"),
+            context=case_context,
+            text=case_reply,
+        )
         celery_worker_factory("runs.log", concurrency=2, queues="runs")
         upkeep = celery_worker_factory("upkeep.log", concurrency=1, queues="upkeep")
         celery_worker_factory("beat.log", beat=True)
@@ -580,10 +592,15 @@ def test_a_batch_run_submits_within_a_minute_beside_a_long_immediate_run(
 def test_generation_and_labelling_runs_in_batch_mode(endpoint_factory, fake_llm):
     from annotation.models import LabelAnnotation, Response
 
-    from .conftest import make_study
-    from .test_labelling_runs import distortion_study, script
+    from .test_labelling_runs import script
 
-    study = make_study(f"gen {uuid.uuid4().hex[:6]}", conversations=3, responders=("gpt4o",))
+    study = study_make(
+        name=f"gen {uuid.uuid4().hex[:6]}",
+        conversations=3,
+        responders=("gpt4o",),
+        context=case_context,
+        text=case_reply,
+    )
     endpoint = endpoint_factory(
         "openai_compatible", name=f"vllm-{uuid.uuid4().hex[:4]}", supports_batch=True
     )
@@ -596,7 +613,9 @@ def test_generation_and_labelling_runs_in_batch_mode(endpoint_factory, fake_llm)
     assert all(r.text and r.metadata["run_id"] == run.id for r in generated)
     assert all(r.metadata["input_tokens"] > 0 for r in generated)
 
-    labelling = distortion_study(["I am a failure. " + script("Labeling", "Mental Filter")])
+    labelling = distortion_study_make(
+        messages=["I am a failure. " + script("Labeling", "Mental Filter")]
+    )
     run = services.labelling_run_create(
         study_id=labelling.id,
         endpoint=batch_endpoint(endpoint_factory, "anthropic"),

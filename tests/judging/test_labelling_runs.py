@@ -11,23 +11,14 @@ import uuid
 import pytest
 from django.urls import reverse
 
-from annotation.models import Conversation, LabelAnnotation, Study
+from annotation.models import LabelAnnotation
 from annotation.selectors import study_distortion_labels
 from annotation.services import study_get_or_create
 from judging import services
 from judging.models import Run, RunItem
 from scoring.label_parsing import parse_label_output
+from tests.factories import distortion_study_make
 from tests.fakes.llm_server import scenario
-
-
-def distortion_study(texts: list[str], *, scheme: str = "ranked") -> Study:
-    study, _ = study_get_or_create(
-        name=f"cd {uuid.uuid4().hex[:6]}", kind=Study.Kind.DISTORTION_LABELLING, label_scheme=scheme
-    )
-    Conversation.objects.bulk_create(
-        Conversation(study=study, external_id=f"m{i}", context=text) for i, text in enumerate(texts)
-    )
-    return study
 
 
 def script(*answers: str) -> str:
@@ -51,7 +42,9 @@ def test_five_runs_store_varied_answers_once_per_message_and_repeat(endpoint_fac
         "Overgeneralization, Mental Filter",
         "Overgeneralization",
     ]
-    study = distortion_study([f"I always fail. {script(*answers)}", "I feel fine today."])
+    study = distortion_study_make(
+        messages=[f"I always fail. {script(*answers)}", "I feel fine today."]
+    )
     run = label(study, endpoint_factory(), temperature=0.7)
     assert run.status == Run.Status.DONE and run.repeats == 5
     stored = LabelAnnotation.objects.filter(run=run)
@@ -79,7 +72,7 @@ def test_five_runs_store_varied_answers_once_per_message_and_repeat(endpoint_fac
 @pytest.mark.django_db(transaction=True)
 def test_multi_label_run_uses_the_mlp_and_keeps_every_label(endpoint_factory, fake_llm):
     marker = script("Mental Filter, Labeling, Should Statements")
-    study = distortion_study([f"Nothing I do matters. {marker}"], scheme="multi")
+    study = distortion_study_make(messages=[f"Nothing I do matters. {marker}"], scheme="multi")
     run = label(study, endpoint_factory(), repeats=1, temperature=0.5)
     (annotation,) = LabelAnnotation.objects.filter(run=run)
     assert annotation.labels == ["Mental Filter", "Labeling", "Should Statements"]
@@ -90,7 +83,7 @@ def test_multi_label_run_uses_the_mlp_and_keeps_every_label(endpoint_factory, fa
 
 @pytest.mark.django_db(transaction=True)
 def test_out_of_list_label_becomes_others_with_the_verbatim_text_kept(endpoint_factory):
-    study = distortion_study([f"I blame myself. {script('Self-Blame, Labeling')}"])
+    study = distortion_study_make(messages=[f"I blame myself. {script('Self-Blame, Labeling')}"])
     run = label(study, endpoint_factory(), repeats=1, temperature=0.5)
     (annotation,) = LabelAnnotation.objects.filter(run=run)
     assert annotation.status == "complete"
@@ -102,7 +95,7 @@ def test_out_of_list_label_becomes_others_with_the_verbatim_text_kept(endpoint_f
 @pytest.mark.django_db(transaction=True)
 def test_unparseable_output_is_re_asked_then_stored_invalid_never_guessed(endpoint_factory):
     marker = script("", "", "")
-    study = distortion_study([f"Whatever. {marker}"])
+    study = distortion_study_make(messages=[f"Whatever. {marker}"])
     run = label(study, endpoint_factory(), repeats=1, temperature=0.5, max_output_attempts=3)
     (item,) = RunItem.objects.filter(run=run)
     assert item.status == "failed" and item.requests == 3
@@ -114,7 +107,7 @@ def test_unparseable_output_is_re_asked_then_stored_invalid_never_guessed(endpoi
 
 @pytest.mark.django_db(transaction=True)
 def test_unparseable_then_valid_answer_is_kept_after_the_re_ask(endpoint_factory):
-    study = distortion_study([f"Hmm. {script('', 'Labeling')}"])
+    study = distortion_study_make(messages=[f"Hmm. {script('', 'Labeling')}"])
     run = label(study, endpoint_factory(), repeats=1, temperature=0.5)
     (annotation,) = LabelAnnotation.objects.filter(run=run)
     assert annotation.status == "complete" and annotation.labels == ["Labeling"]
@@ -123,7 +116,7 @@ def test_unparseable_then_valid_answer_is_kept_after_the_re_ask(endpoint_factory
 
 @pytest.mark.django_db(transaction=True)
 def test_a_result_delivered_twice_is_stored_once(endpoint_factory):
-    study = distortion_study(["I ruin everything."])
+    study = distortion_study_make(messages=["I ruin everything."])
     run = services.labelling_run_create(
         study_id=study.id, endpoint=endpoint_factory(), repeats=1, temperature=0.5
     )
@@ -138,7 +131,7 @@ def test_a_result_delivered_twice_is_stored_once(endpoint_factory):
 
 @pytest.mark.django_db
 def test_temperature_zero_with_repeats_is_refused_with_the_reason(endpoint_factory):
-    study = distortion_study(["I am a failure."])
+    study = distortion_study_make(messages=["I am a failure."])
     with pytest.raises(services.RunError, match="Appendix C"):
         services.labelling_run_create(
             study_id=study.id, endpoint=endpoint_factory(), repeats=5, temperature=0.0
@@ -155,7 +148,7 @@ def test_labelling_run_needs_a_distortion_study(endpoint_factory):
 
 @pytest.mark.django_db
 def test_launch_form_refuses_temperature_zero_and_explains(admin_member_client, endpoint_factory):
-    study = distortion_study(["I am a failure."])
+    study = distortion_study_make(messages=["I am a failure."])
     endpoint = endpoint_factory()
     data = {
         "study": study.pk,
@@ -180,7 +173,7 @@ def test_launch_form_refuses_temperature_zero_and_explains(admin_member_client, 
 def test_launch_form_starts_a_labelling_run_and_previews_the_prompt(
     admin_member_client, endpoint_factory, django_capture_on_commit_callbacks
 ):
-    study = distortion_study(["I am a failure."])
+    study = distortion_study_make(messages=["I am a failure."])
     endpoint = endpoint_factory()
     page = admin_member_client.get(reverse("judging:labelling_new")).content.decode()
     assert 'value="5"' in page  # five runs per message by default
@@ -212,7 +205,7 @@ def test_launch_form_starts_a_labelling_run_and_previews_the_prompt(
 def test_sample_subset_draws_the_same_messages_for_the_same_seed(
     endpoint_factory, django_capture_on_commit_callbacks
 ):
-    study = distortion_study([f"message {i}" for i in range(10)])
+    study = distortion_study_make(messages=[f"message {i}" for i in range(10)])
     endpoint = endpoint_factory()
     drawn = []
     for _ in range(2):
@@ -237,7 +230,7 @@ def test_sample_subset_draws_the_same_messages_for_the_same_seed(
 def test_a_new_study_prompts_with_the_paper_appendix_d_text(scheme):
     from judging import prompts
 
-    study = distortion_study(["I ruin everything."], scheme=scheme)
+    study = distortion_study_make(messages=["I ruin everything."], scheme=scheme)
     labels = study_distortion_labels(study_id=study.id)
     sent = prompts.labelling_messages("I ruin everything.", labels=labels, scheme=scheme)
     paper = (

@@ -39,10 +39,11 @@ from judging.providers import (
 )
 from judging.ratelimit import LocalRateLimiter, RedisRateLimiter
 from scoring.parsing import strip_think
+from tests.conftest import worker_redis_url
 from tests.fakes.llm_server import FakeLLMServer, scenario
 
 API_KEY = "sk-test-Sup3rS3cretKeyThatMustNeverLeak-0123456789"
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = worker_redis_url(os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 PROTOCOLS = ["openai", "anthropic"]
 ATTRIBUTES = [a["name"] for a in DEFAULT_RUBRIC]
 

@@ -19,9 +19,10 @@ from django.utils import timezone
 from annotation.models import Rating
 from judging import selectors, services, tasks
 from judging.models import Run, RunItem
+from tests.factories import case_context, case_reply, study_make
 from tests.fakes.llm_server import FakeLLMServer, scenario
 
-from .conftest import make_study, wait_for
+from .conftest import wait_for
 
 
 def marker(name: str, **params: object) -> str:
@@ -29,11 +30,12 @@ def marker(name: str, **params: object) -> str:
 
 
 def texts_study(texts: list[str]):
-    return make_study(
-        f"liveness {uuid.uuid4().hex[:6]}",
+    return study_make(
+        name=f"liveness {uuid.uuid4().hex[:6]}",
         conversations=len(texts),
         responders=("gpt4o",),
         text=lambda i, key: f"Try a regular bedtime. {texts[i]}",
+        context=case_context,
     )
 
 
@@ -110,7 +112,13 @@ def test_an_unusable_answer_then_provider_failure_keeps_the_answer_as_an_invalid
 @pytest.mark.django_db(transaction=True)
 def test_concurrency_bounds_the_run_across_every_loop(endpoint_factory):
     with FakeLLMServer(delay=0.2) as server:
-        study = make_study("bounded", conversations=30, responders=("gpt4o",))
+        study = study_make(
+            name="bounded",
+            conversations=30,
+            responders=("gpt4o",),
+            context=case_context,
+            text=case_reply,
+        )
         endpoint = endpoint_factory("openai", base_url=server.openai_base_url)
         run = services.judge_run_create(study_id=study.id, endpoint=endpoint, concurrency=4)
         # Three loops on one run: the launch's task, its redelivery and a restarted worker's.

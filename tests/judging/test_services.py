@@ -21,9 +21,10 @@ from judging.models import ModelEndpoint, Run, RunItem
 from judging.prompts import DEFAULT_RUBRIC, GENERATION_SYSTEM_PROMPT
 from judging.services import Outcome
 from scoring.parsing import parse_judge_output
+from tests.factories import case_context, case_reply, study_make, texts_study_make
 from tests.fakes.llm_server import scenario
 
-from .conftest import API_KEY, LIMITER_REDIS_URL, make_study, wait_for
+from .conftest import API_KEY, LIMITER_REDIS_URL, wait_for
 
 ATTRIBUTES = [a["name"] for a in DEFAULT_RUBRIC]
 
@@ -41,22 +42,6 @@ def judge(study, endpoint, **options) -> Run:
 
 def ratings(run: Run) -> list[Rating]:
     return list(Rating.objects.filter(run=run).prefetch_related("scores").order_by("id"))
-
-
-def study_with_texts(texts: dict[str, str]) -> tuple:
-    """One conversation per text; returns (study, {label: response id})."""
-    labels = list(texts)
-    study = make_study(
-        f"scenario study {uuid.uuid4().hex[:6]}",
-        conversations=len(labels),
-        responders=("gpt4o",),
-        text=lambda i, key: f"Try a regular bedtime. {texts[labels[i]]}",
-    )
-    ids = {
-        labels[int(r.conversation.external_id[1:])]: r.id
-        for r in Response.objects.filter(conversation__study=study).select_related("conversation")
-    }
-    return study, ids
 
 
 # ------------------------------------------------------------------------------ judge runs
@@ -109,8 +94,8 @@ def test_judge_request_uses_the_study_rubric_prompt_and_json_mode(
 def test_judge_output_variants_are_parsed_or_recorded_as_failures(
     endpoint_factory, fake_llm, provider
 ):
-    study, ids = study_with_texts(
-        {
+    study, ids = texts_study_make(
+        texts={
             "fenced": marker("fenced"),
             "prose": marker("prose"),
             "fraction": marker("fraction"),
@@ -164,8 +149,8 @@ def test_judge_output_variants_are_parsed_or_recorded_as_failures(
 
 
 def test_two_answers_that_disagree_are_re_asked_never_first_wins(endpoint_factory, fake_llm):
-    study, ids = study_with_texts(
-        {"once": marker("revised", n=1), "always": marker("revised", n="all")}
+    study, ids = texts_study_make(
+        texts={"once": marker("revised", n=1), "always": marker("revised", n="all")}
     )
     run = judge(study, endpoint_factory("openai"), max_output_attempts=2)
     items = {i.response_id: i for i in RunItem.objects.filter(run=run)}
@@ -186,8 +171,8 @@ def test_two_answers_that_disagree_are_re_asked_never_first_wins(endpoint_factor
 def test_429_with_retry_after_500_and_timeouts_are_retried_inside_one_item(
     endpoint_factory, fake_llm
 ):
-    study, ids = study_with_texts(
-        {
+    study, ids = texts_study_make(
+        texts={
             "429": marker("429", n=2, retry_after=0.2),
             "500": marker("500", n=1),
             "slow": marker("slow", n=1, delay=3),
@@ -240,7 +225,7 @@ def test_the_run_rate_limit_spaces_requests_across_the_run(
 def test_persistent_server_errors_fail_the_item_with_the_reason_and_no_rating(
     endpoint_factory, fake_llm
 ):
-    study, ids = study_with_texts({"bad": marker("500", n="all", status=503), "ok": "fine"})
+    study, ids = texts_study_make(texts={"bad": marker("500", n="all", status=503), "ok": "fine"})
     run = judge(study, endpoint_factory("anthropic"))
     failed = RunItem.objects.get(run=run, response_id=ids["bad"])
     assert failed.status == RunItem.Status.FAILED
@@ -255,7 +240,7 @@ def test_bad_api_key_stops_the_run_and_never_shows_the_key(
 ):
     caplog.set_level(logging.DEBUG)
     endpoint = endpoint_factory("openai")
-    study_texts, ids = study_with_texts({"a": marker("401"), "b": marker("500", n=1)})
+    study_texts, ids = texts_study_make(texts={"a": marker("401"), "b": marker("500", n=1)})
     run = judge(study_texts, endpoint)
     assert run.status == Run.Status.FAILED
     assert "HTTP 401" in run.error and API_KEY not in run.error
@@ -362,7 +347,7 @@ def test_a_stolen_claim_cannot_store(study, endpoint_factory, monkeypatch):
 
 
 def test_retry_failures_replaces_the_invalid_rating(endpoint_factory, fake_llm):
-    study, ids = study_with_texts({"bad": marker("missing_keys"), "ok": "fine"})
+    study, ids = texts_study_make(texts={"bad": marker("missing_keys"), "ok": "fine"})
     endpoint = endpoint_factory("openai")
     run = judge(study, endpoint, max_output_attempts=1)
     assert Rating.objects.get(run=run, response_id=ids["bad"]).status == Rating.Status.INVALID
@@ -391,7 +376,13 @@ def test_cancel_abandons_requests_in_flight_and_resume_finishes_exactly_once(end
     from tests.fakes.llm_server import FakeLLMServer
 
     with FakeLLMServer(delay=0.3) as slow_server:
-        study = make_study("cancel study", conversations=100, responders=("gpt4o", "llama_3"))
+        study = study_make(
+            name="cancel study",
+            conversations=100,
+            responders=("gpt4o", "llama_3"),
+            context=case_context,
+            text=case_reply,
+        )
         endpoint = endpoint_factory("openai", base_url=slow_server.openai_base_url, timeout_s=120)
         run = services.judge_run_create(study_id=study.id, endpoint=endpoint, concurrency=8)
 
@@ -453,7 +444,13 @@ def test_cancel_abandons_requests_in_flight_and_resume_finishes_exactly_once(end
 
 
 def test_generation_run_stores_answers_with_metadata(endpoint_factory, fake_llm):
-    study = make_study(f"generation {uuid.uuid4().hex[:6]}", conversations=4, responders=("gpt4o",))
+    study = study_make(
+        name=f"generation {uuid.uuid4().hex[:6]}",
+        conversations=4,
+        responders=("gpt4o",),
+        context=case_context,
+        text=case_reply,
+    )
     contexts = {
         "c0": "I feel anxious all the time.",
         "c1": "I cannot sleep. " + marker("think"),

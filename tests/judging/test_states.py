@@ -15,10 +15,10 @@ from django.urls import reverse
 from annotation.models import Rating
 from judging import services
 from judging.models import Run, RunItem
+from tests.factories import distortion_study_make, texts_study_make
 
 from .test_batch import batch_endpoint, launch, poll_until_settled
-from .test_labelling_runs import distortion_study
-from .test_services import judge, marker, study_with_texts
+from .test_services import judge, marker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,14 +42,14 @@ def _bar(html: str) -> float:
 def test_pending_is_never_left_behind_by_a_launch(endpoint_factory):
     """*Pending* is the row's state only inside the launch's transaction: a launch that
     commits has started the run (or was refused: see the nothing-to-do test)."""
-    study, _ = study_with_texts({"a": "fine"})
+    study, _ = texts_study_make(texts={"a": "fine"})
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory())
     assert run.status == Run.Status.RUNNING
     assert not Run.objects.filter(status=Run.Status.PENDING).exists()
 
 
 def test_running_shows_how_far_it_got_and_polls(staff_client, endpoint_factory):
-    study, _ = study_with_texts({"a": "fine", "b": "fine"})
+    study, _ = texts_study_make(texts={"a": "fine", "b": "fine"})
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory())
     first = RunItem.objects.filter(run=run).order_by("id").first()
     RunItem.objects.filter(pk=first.pk).update(
@@ -62,7 +62,7 @@ def test_running_shows_how_far_it_got_and_polls(staff_client, endpoint_factory):
 
 
 def test_done_every_item_stored(staff_client, endpoint_factory):
-    study, _ = study_with_texts({"a": "fine", "b": "fine"})
+    study, _ = texts_study_make(texts={"a": "fine", "b": "fine"})
     run = judge(study, endpoint_factory())
     html = _page(staff_client, run)
     assert _status(html) == "Done" and _bar(html) == 100.0
@@ -70,7 +70,7 @@ def test_done_every_item_stored(staff_client, endpoint_factory):
 
 
 def test_done_with_some_failures_says_how_many_and_why(staff_client, endpoint_factory):
-    study, ids = study_with_texts({"ok": "fine", "bad": marker("missing_keys")})
+    study, ids = texts_study_make(texts={"ok": "fine", "bad": marker("missing_keys")})
     run = judge(study, endpoint_factory(), max_output_attempts=1)
     assert run.status == Run.Status.DONE and not run.error
     html = _page(staff_client, run)
@@ -81,7 +81,7 @@ def test_done_with_some_failures_says_how_many_and_why(staff_client, endpoint_fa
 
 
 def test_failed_when_every_item_failed(staff_client, endpoint_factory):
-    study, _ = study_with_texts({"a": marker("missing_keys"), "b": marker("missing_keys")})
+    study, _ = texts_study_make(texts={"a": marker("missing_keys"), "b": marker("missing_keys")})
     run = judge(study, endpoint_factory(), max_output_attempts=1)
     assert run.status == Run.Status.FAILED and run.finished_at
     assert run.error.startswith("every item failed (2 of 2); the first: no valid judge output")
@@ -94,7 +94,7 @@ def test_failed_when_every_item_failed(staff_client, endpoint_factory):
 
 
 def test_a_retried_run_that_then_succeeds_is_done(endpoint_factory):
-    study, ids = study_with_texts({"a": marker("missing_keys", n=1)})
+    study, ids = texts_study_make(texts={"a": marker("missing_keys", n=1)})
     run = judge(study, endpoint_factory(), max_output_attempts=1)
     assert run.status == Run.Status.FAILED
     assert services.run_retry_failures(run_id=run.id) == 1
@@ -105,7 +105,7 @@ def test_a_retried_run_that_then_succeeds_is_done(endpoint_factory):
 
 def test_failed_for_the_whole_run_keeps_its_items_for_a_resume(staff_client, endpoint_factory):
     # HTTP 401 concerns the endpoint, not one item: the run stops with the reason.
-    study, _ = study_with_texts({"a": marker("401")})
+    study, _ = texts_study_make(texts={"a": marker("401")})
     run = judge(study, endpoint_factory())
     assert run.status == Run.Status.FAILED and "401" in run.error
     html = _page(staff_client, run)
@@ -114,7 +114,7 @@ def test_failed_for_the_whole_run_keeps_its_items_for_a_resume(staff_client, end
 
 
 def test_cancelling_then_cancelled(staff_client, endpoint_factory):
-    study, _ = study_with_texts({"a": "fine"})
+    study, _ = texts_study_make(texts={"a": "fine"})
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory())
     # A worker holds the item: the run waits for it to let go.
     RunItem.objects.filter(run=run).update(status=RunItem.Status.RUNNING, claim_token="w")
@@ -132,18 +132,18 @@ def test_cancelling_then_cancelled(staff_client, endpoint_factory):
 def test_a_run_with_nothing_to_do_is_refused_at_launch(kind, endpoint_factory, staff_client):
     endpoint = endpoint_factory()
     if kind == "judge":
-        study, _ = study_with_texts({"a": "fine"})
+        study, _ = texts_study_make(texts={"a": "fine"})
         judge(study, endpoint)
         with pytest.raises(services.RunError, match="nothing to judge: no response with text"):
             services.judge_run_create(study_id=study.id, endpoint=endpoint, subset="unrated")
     elif kind == "generation":
-        study, _ = study_with_texts({"a": "fine"})
+        study, _ = texts_study_make(texts={"a": "fine"})
         run = services.generation_run_create(study_id=study.id, endpoint=endpoint)
         services.run_work(run_id=run.id)
         with pytest.raises(services.RunError, match="nothing to generate .* already has a"):
             services.generation_run_create(study_id=study.id, endpoint=endpoint)
     else:
-        study = distortion_study([])
+        study = distortion_study_make(messages=[])
         with pytest.raises(services.RunError, match="nothing to label: this study has no"):
             services.labelling_run_create(study_id=study.id, endpoint=endpoint)
     before = Run.objects.count()
@@ -168,7 +168,7 @@ def test_a_run_with_nothing_to_do_is_refused_at_launch(kind, endpoint_factory, s
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_batch_run_whose_every_item_failed_is_failed(provider, endpoint_factory, fake_llm):
-    study, _ = study_with_texts({"a": marker("missing_keys"), "b": marker("missing_keys")})
+    study, _ = texts_study_make(texts={"a": marker("missing_keys"), "b": marker("missing_keys")})
     run = poll_until_settled(
         launch(study, batch_endpoint(endpoint_factory, provider), max_output_attempts=1)
     )

@@ -14,8 +14,7 @@ from judging.models import RunItem
 from judging.prompts import DEFAULT_RUBRIC
 from judging.services import Outcome, storage
 from scoring.parsing import JudgeParse
-
-from .conftest import make_study
+from tests.factories import case_context, case_reply, study_make
 
 # On SQLite too (bin/test runs `portable` a second time there): its path is bulk_create and a
 # statement per item.
@@ -27,7 +26,13 @@ SIZE = 120  # above COPY_MIN_RESULTS
 
 @pytest.fixture
 def big_study(db):
-    return make_study("store study", conversations=SIZE // 2, responders=("gpt4o", "llama_3"))
+    return study_make(
+        name="store study",
+        conversations=SIZE // 2,
+        responders=("gpt4o", "llama_3"),
+        context=case_context,
+        text=case_reply,
+    )
 
 
 def _claimed(study, endpoint, token: str) -> tuple[services.RunPlan, list[RunItem]]:

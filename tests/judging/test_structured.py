@@ -20,10 +20,10 @@ from judging import providers, services, structured
 from judging.models import ModelEndpoint, Run
 from judging.prompts import DEFAULT_DISTORTIONS, DEFAULT_RUBRIC, judge_messages
 from judging.providers import EndpointConfig, OutputSchema, complete
+from tests.factories import case_context, case_reply, distortion_study_make, study_make
 from tests.fakes.llm_server import FakeLLMServer, request_schema, scenario
 
-from .conftest import API_KEY, make_study
-from .test_labelling_runs import distortion_study
+from .conftest import API_KEY
 
 ATTRIBUTES = [a["name"] for a in DEFAULT_RUBRIC]
 JUDGE_SCHEMA = structured.judge_output_schema(DEFAULT_RUBRIC)
@@ -177,7 +177,13 @@ def test_without_a_schema_a_structured_endpoint_sends_none(fake_llm):
 def test_structured_judge_run_sends_the_study_rubric_and_stores_parsed_ratings(
     endpoint_factory, fake_llm, provider, mode
 ):
-    study = make_study(f"structured {uuid.uuid4().hex[:6]}", conversations=2, responders=("x",))
+    study = study_make(
+        name=f"structured {uuid.uuid4().hex[:6]}",
+        conversations=2,
+        responders=("x",),
+        context=case_context,
+        text=case_reply,
+    )
     endpoint = endpoint_factory(provider, structured_output=mode)
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint)
     services.run_work(run_id=run.id)
@@ -197,11 +203,12 @@ def test_a_structured_answer_off_the_scale_is_invalid_with_its_reason_never_clam
     endpoint_factory,
 ):
     """llama.cpp's grammar lets a bounded integer through as 6: the parser still decides."""
-    study = make_study(
-        f"range {uuid.uuid4().hex[:6]}",
+    study = study_make(
+        name=f"range {uuid.uuid4().hex[:6]}",
         conversations=1,
         responders=("x",),
         text=lambda i, key: "Sleep more. " + scenario("out_of_range", key=uuid.uuid4().hex),
+        context=case_context,
     )
     endpoint = endpoint_factory("openai_compatible", structured_output="llama_cpp")
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint, max_output_attempts=2)
@@ -220,7 +227,9 @@ def test_a_structured_answer_off_the_scale_is_invalid_with_its_reason_never_clam
 def test_structured_labelling_run_sends_the_label_set_and_stores_labels(
     endpoint_factory, fake_llm, provider, mode
 ):
-    study = distortion_study(["I always ruin everything.", "Nobody will ever like me."])
+    study = distortion_study_make(
+        messages=["I always ruin everything.", "Nobody will ever like me."]
+    )
     endpoint = endpoint_factory(provider, structured_output=mode)
     run = services.labelling_run_create(
         study_id=study.id, endpoint=endpoint, repeats=2, temperature=0.7

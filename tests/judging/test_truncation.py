@@ -13,10 +13,11 @@ from annotation.models import LabelAnnotation, Rating
 from judging import services
 from judging.models import Run, RunItem
 from scoring.parsing import parse_judge_output
+from tests.factories import distortion_study_make, texts_study_make
 
 from .test_batch import batch_endpoint, launch, poll_until_settled
-from .test_labelling_runs import distortion_study, script
-from .test_services import ATTRIBUTES, judge, marker, study_with_texts
+from .test_labelling_runs import script
+from .test_services import ATTRIBUTES, judge, marker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +45,7 @@ def test_an_answer_cut_by_max_tokens_is_invalid_in_every_mode(
     endpoint_factory, fake_llm, provider, structured
 ):
     mark = marker("ok")
-    study, ids = study_with_texts({"cut": mark})
+    study, ids = texts_study_make(texts={"cut": mark})
     endpoint = endpoint_factory(provider, structured_output=structured)
     run = judge(study, endpoint, max_tokens=CUTTING_LIMIT, max_output_attempts=1)
     rating = Rating.objects.get(run=run, response_id=ids["cut"])
@@ -66,7 +67,7 @@ def test_an_answer_cut_by_max_tokens_is_invalid_in_every_mode(
 def test_a_complete_answer_the_provider_says_it_cut_is_still_invalid(
     endpoint_factory, fake_llm, provider
 ):
-    study, ids = study_with_texts({"cut": marker("cut_after_answer")})
+    study, ids = texts_study_make(texts={"cut": marker("cut_after_answer")})
     run = judge(study, endpoint_factory(provider), max_output_attempts=1)
     rating = Rating.objects.get(run=run, response_id=ids["cut"])
     assert parse_judge_output(rating.raw_output, ATTRIBUTES).ok  # the JSON itself parses
@@ -77,7 +78,7 @@ def test_a_complete_answer_the_provider_says_it_cut_is_still_invalid(
 def test_json_that_never_closes_is_cut_off_even_when_the_server_does_not_say_so(
     endpoint_factory, fake_llm
 ):
-    study, ids = study_with_texts({"cut": marker("cut_unreported")})
+    study, ids = texts_study_make(texts={"cut": marker("cut_unreported")})
     run = judge(study, endpoint_factory("openai"), max_output_attempts=1)
     rating = Rating.objects.get(run=run, response_id=ids["cut"])
     assert rating.status == Rating.Status.INVALID and not rating.scores.exists()
@@ -89,7 +90,7 @@ def test_the_re_ask_after_a_cut_doubles_max_tokens(
     endpoint_factory, fake_llm, provider, structured
 ):
     mark = marker("ok")
-    study, ids = study_with_texts({"cut": mark})
+    study, ids = texts_study_make(texts={"cut": mark})
     endpoint = endpoint_factory(provider, structured_output=structured)
     run = judge(study, endpoint, max_tokens=CUTTING_LIMIT, max_output_attempts=3)
     assert run.status == Run.Status.DONE
@@ -100,7 +101,7 @@ def test_the_re_ask_after_a_cut_doubles_max_tokens(
 
 def test_the_raised_limit_stops_at_four_times_the_runs_own(endpoint_factory, fake_llm):
     mark = marker("ok")
-    study, _ = study_with_texts({"cut": mark})
+    study, _ = texts_study_make(texts={"cut": mark})
     judge(study, endpoint_factory("openai"), max_tokens=10, max_output_attempts=5)
     assert _sent_limits(fake_llm, mark) == [10, 20, 40, 40, 40]
 
@@ -109,7 +110,7 @@ def test_the_raised_limit_stops_at_four_times_the_runs_own(endpoint_factory, fak
 def test_a_batch_result_cut_by_the_token_limit_is_invalid_and_re_asked(
     endpoint_factory, fake_llm, provider
 ):
-    study, ids = study_with_texts({"cut": marker("cut_after_answer"), "ok": "fine"})
+    study, ids = texts_study_make(texts={"cut": marker("cut_after_answer"), "ok": "fine"})
     run = poll_until_settled(
         launch(study, batch_endpoint(endpoint_factory, provider), max_output_attempts=2)
     )
@@ -126,7 +127,7 @@ def test_a_label_answer_cut_by_the_token_limit_is_invalid_though_its_part_parses
 ):
     # Two tokens are eight characters to the fake: "Labeling, Mind Reading" arrives as
     # "Labeling", one valid label on its own, with finish_reason "length".
-    study = distortion_study([f"I am useless. {script('Labeling, Mind Reading')}"])
+    study = distortion_study_make(messages=[f"I am useless. {script('Labeling, Mind Reading')}"])
     run = services.labelling_run_create(
         study_id=study.id,
         endpoint=endpoint_factory(),

@@ -11,9 +11,10 @@ from annotation.models import Rating, Response, Score
 from judging import selectors, services
 from judging.models import Run, RunItem
 from judging.prompts import DEFAULT_RUBRIC
+from tests.factories import case_context, case_reply, study_make
 from tests.fakes.llm_server import FakeLLMServer, scenario
 
-from .conftest import make_study, wait_for
+from .conftest import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +46,13 @@ def _assert_exactly_one_result_per_item(run: Run, expected_items: int) -> None:
 
 
 def test_judge_run_on_a_real_celery_worker(celery_worker_factory, endpoint_factory, fake_llm):
-    study = make_study("worker study", conversations=20, responders=("gpt4o", "llama_3"))
+    study = study_make(
+        name="worker study",
+        conversations=20,
+        responders=("gpt4o", "llama_3"),
+        context=case_context,
+        text=case_reply,
+    )
     endpoint = endpoint_factory("anthropic")
     celery_worker_factory()
     # Launched like the admin page does: the tasks are sent to Redis when the launch commits.
@@ -58,7 +65,13 @@ def test_sigkilled_worker_mid_run_resumes_with_exactly_one_result_per_item(
     celery_worker_factory, endpoint_factory
 ):
     with FakeLLMServer(delay=0.03) as server:
-        study = make_study("crash study", conversations=1000, responders=("gpt4o", "llama_3"))
+        study = study_make(
+            name="crash study",
+            conversations=1000,
+            responders=("gpt4o", "llama_3"),
+            context=case_context,
+            text=case_reply,
+        )
         endpoint = endpoint_factory("openai", base_url=server.openai_base_url)
         first = celery_worker_factory("first-worker.log")
         run = services.judge_run_create(
@@ -122,7 +135,13 @@ def test_a_redelivered_task_does_not_add_requests_in_flight(
     from judging import tasks
 
     with FakeLLMServer(delay=0.3) as server:
-        study = make_study("redelivery study", conversations=60, responders=("gpt4o", "llama_3"))
+        study = study_make(
+            name="redelivery study",
+            conversations=60,
+            responders=("gpt4o", "llama_3"),
+            context=case_context,
+            text=case_reply,
+        )
         endpoint = endpoint_factory("openai", base_url=server.openai_base_url)
         celery_worker_factory(concurrency=4)
         run = services.judge_run_create(
@@ -143,7 +162,13 @@ def test_cancel_after_a_worker_was_killed_ends_cancelled_by_itself(
     celery_worker_factory, endpoint_factory
 ):
     with FakeLLMServer(delay=0.2) as server:
-        study = make_study("cancel crash", conversations=200, responders=("gpt4o",))
+        study = study_make(
+            name="cancel crash",
+            conversations=200,
+            responders=("gpt4o",),
+            context=case_context,
+            text=case_reply,
+        )
         endpoint = endpoint_factory("openai", base_url=server.openai_base_url)
         celery_worker_factory("beat.log", beat=True)
         first = celery_worker_factory("first-worker.log")
@@ -201,13 +226,14 @@ def test_fault_injection_every_item_ends_once_and_the_run_ends_by_itself(
 
     responders = ("gpt4o", "llama_3")
     with FakeLLMServer(delay=0.08) as server:
-        study = make_study(
-            "fault study",
+        study = study_make(
+            name="fault study",
             conversations=300,
             responders=responders,
             text=lambda i, key: (
                 f"Try a regular bedtime. {_fault(2 * i + responders.index(key))[0]}"
             ),
+            context=case_context,
         )
         endpoint = endpoint_factory("openai", base_url=server.openai_base_url, timeout_s=1.0)
         celery_worker_factory("beat.log", beat=True)
