@@ -99,6 +99,10 @@ def analyze_after_commit(written: Mapping[type[Model], int]) -> None:
 
 def _analyze_stale(written: Mapping[type[Model], int]) -> None:
     with connection.cursor() as cursor:
+        # Statistics views are read from a snapshot cached for the transaction: without a fresh
+        # one, a second decision in the same transaction would count changes an ANALYZE made
+        # since then has already cleared.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
         for model, rows in written.items():
             table = model._meta.db_table
             cursor.execute(
