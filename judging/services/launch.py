@@ -238,7 +238,9 @@ def generation_run_create(
     responder = responder_for_endpoint(endpoint=endpoint)
     answered = Response.objects.filter(responder=responder).values("conversation_id")
     missing = (
-        Conversation.objects.filter(study_id=study_id)
+        # Practice conversations keep the responses their reference scores were written for: a
+        # new, unreferenced answer would make the practice set unassignable.
+        Conversation.objects.filter(study_id=study_id, practice=False)
         .exclude(id__in=answered)
         .order_by("id")
         .values_list("id", flat=True)
@@ -247,8 +249,9 @@ def generation_run_create(
         target="conversation_id",
         ids=missing,
         nothing=(
-            f"nothing to generate for {endpoint.name}: every conversation of this study already "
-            f"has a response from {responder.name}; nothing was launched"
+            f"nothing to generate for {endpoint.name}: every conversation of this study (practice "
+            f"conversations aside) already has a response from {responder.name}; nothing was "
+            "launched"
         ),
         study_id=study_id,
         endpoint=endpoint,

@@ -488,6 +488,18 @@ def test_generation_run_stores_answers_with_metadata(endpoint_factory, fake_llm)
     assert RunItem.objects.filter(run=again).count() == 1
 
 
+def test_generation_leaves_practice_conversations_alone(study, endpoint_factory):
+    """A practice conversation's responses are the ones its reference scores describe."""
+    practice = study.conversations.order_by("id").first()
+    practice.practice = True
+    practice.save(update_fields=["practice"])
+    endpoint = endpoint_factory("openai_compatible", name="practice fake", family="qwen")
+    run = services.generation_run_create(study_id=study.id, endpoint=endpoint)
+    targets = set(RunItem.objects.filter(run=run).values_list("conversation_id", flat=True))
+    assert targets == set(study.conversations.exclude(id=practice.id).values_list("id", flat=True))
+    assert practice.id not in targets
+
+
 def test_generation_marks_answers_cut_by_the_token_limit(study, endpoint_factory, fake_llm):
     endpoint = endpoint_factory("anthropic", name="haiku fake", family="anthropic")
     run = services.generation_run_create(study_id=study.id, endpoint=endpoint, max_tokens=20)
