@@ -17,7 +17,7 @@ from .roles import manageable_users
 from .selectors import label_changes, rating_changes
 
 
-def study_get(pk: object) -> Study | None:
+def study_get(pk: str | int | None) -> Study | None:
     """The study with primary key `pk` (a request's ?study= or posted field), if it exists."""
     return Study.objects.filter(pk=pk).first() if pk and str(pk).isdigit() else None
 

@@ -235,7 +235,10 @@ def audit(request: HttpRequest) -> HttpResponse:
     wanted = request.GET.get("format")
     if wanted in ("csv", "labels-csv"):
         if not valid:
-            problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+            problems = "; ".join(
+                f"{field}: {' '.join(str(e) for e in errors)}"
+                for field, errors in form.errors.items()
+            )
             return HttpResponse(
                 f"Not exported, the filters are wrong: {problems}",
                 status=400,

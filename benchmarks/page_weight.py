@@ -89,6 +89,8 @@ def main() -> None:
             cwd=harness.ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
     harness.django_setup(**env)
+    import logging
+
     from django.conf import settings
 
     from annotation.management.commands.seed_demo import DEMO_DISTORTION_STUDY, DEMO_STUDY
@@ -101,6 +103,7 @@ def main() -> None:
         .values_list("token", flat=True)
         .first()
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the health checks' request lines
     port = harness.free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
