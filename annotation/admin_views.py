@@ -1,31 +1,43 @@
 """Admin pages for clinician work: assign, progress, reassign, reclaim, invite, audit trail.
 
-Admins only (staff or the admin group); every write goes through a service.
+Admins only (staff or the admin group); every write goes through a service and every read
+through a selector (admin_selectors.py, selectors.py).
 """
 
-from collections.abc import Iterator
+from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_POST
 
+from .admin_selectors import (
+    LABEL_CHANGE_HEADER,
+    RATING_CHANGE_HEADER,
+    AuditFilter,
+    active_user_get,
+    assignment_get,
+    audit_label_changes,
+    audit_rating_changes,
+    label_change_rows,
+    manageable_user_ids,
+    move_candidates,
+    rating_change_rows,
+    studies_all,
+    study_get,
+)
 from .csvsafe import csv_attachment, csv_text
-from .forms import AssignForm, ClinicianSampleForm, InviteForm, RaterChoiceForm
-from .models import Assignment, LabelChange, RatingChange, Study
-from .roles import ADMIN, AuthenticatedHttpRequest, manageable_users, role_required
+from .forms import AssignForm, AuditFilterForm, ClinicianSampleForm, InviteForm, RaterChoiceForm
+from .models import Study
+from .roles import ADMIN, AuthenticatedHttpRequest, role_required
 from .selectors import (
     assignments_for_admin,
     clinician_progress,
     clinician_sample_current,
-    label_changes,
-    rating_changes,
 )
 from .services import (
     assignment_reassign,
@@ -43,8 +55,7 @@ ASSIGNMENTS_SHOWN = 500
 
 def study_from_request(request: HttpRequest) -> Study | None:
     """The study a manage page was asked about (?study= or a posted field), if it exists."""
-    pk = request.GET.get("study") or request.POST.get("study")
-    return Study.objects.filter(pk=pk).first() if pk and str(pk).isdigit() else None
+    return study_get(request.GET.get("study") or request.POST.get("study"))
 
 
 def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpResponse:
@@ -52,10 +63,18 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
     progress = clinician_progress(study=study)
     # A page, not a dump: a large study's assignments are many thousands of rows.
     assignments = list(assignments_for_admin(study=study)[:ASSIGNMENTS_SHOWN])
+    # Each row's reassign/reclaim menu: only clinicians who can take it, least loaded first.
+    open_load = {
+        p.rater.pk: p.counts.get("pending", 0) + p.counts.get("in_progress", 0) for p in progress
+    }
+    candidates = move_candidates(
+        assignments=assignments, clinicians=[p.rater for p in progress], load=open_load
+    )
     for a in assignments:
         a.stale = a.is_stale
+        a.candidates = candidates[a.pk]
     context = {
-        "studies": Study.objects.all(),
+        "studies": studies_all(),
         "study": study,
         # Responses added after assignment that clinicians have not seen (top-up).
         "topup": topup_summary(study=study) if study else None,
@@ -68,13 +87,9 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
         "sample": clinician_sample_current(study=study) if study else None,
         "sample_form": extra.pop("sample_form", None)
         or ClinicianSampleForm(initial={"study": study.pk if study else None}),
-        # Listed once for every row's reassign/reclaim menu (a form field would query per row).
-        "clinicians": [p.rater for p in progress],
         # Reset links only where the signed-in admin may issue one (one query for all rows).
-        "manageable": set(
-            manageable_users(actor=request.user)
-            .filter(pk__in=[p.rater.user_id for p in progress if p.rater.user_id])
-            .values_list("pk", flat=True)
+        "manageable": manageable_user_ids(
+            actor=request.user, user_ids=[p.rater.user_id for p in progress if p.rater.user_id]
         ),
         **extra,
     }
@@ -138,7 +153,9 @@ def sample_draw(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 def _rater_action(request: HttpRequest, pk: int, action) -> HttpResponse:
-    assignment = get_object_or_404(Assignment, pk=pk)
+    assignment = assignment_get(pk)
+    if assignment is None:
+        raise Http404("No such assignment")
     form = RaterChoiceForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose a clinician.")
@@ -192,74 +209,69 @@ def invite(request: AuthenticatedHttpRequest) -> HttpResponse:
 @role_required(ADMIN)
 def reset_link(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     # Issuing the link changes nothing yet; it works once, until the password is set.
-    user = get_object_or_404(get_user_model(), pk=pk, is_active=True)
+    user = active_user_get(pk)
+    if user is None:
+        raise Http404("No such account")
     return _overview(request, link_for=user, link=_password_link(request, user))
 
 
 AUDIT_PAGE_SIZE = 50
 
-LABEL_CHANGE_HEADER = (
-    "changed_at", "changed_by", "study", "conversation", "rater", "field", "old", "new",
-)  # fmt: skip
-RATING_CHANGE_HEADER = (
-    "changed_at", "changed_by", "study", "conversation", "rater", "responder", "response_id",
-    "attribute", "field", "old_value", "new_value",
-)  # fmt: skip
-
-
-def _label_change_rows(changes: QuerySet[LabelChange]) -> Iterator[list[object]]:
-    for c in changes.iterator(chunk_size=2000):
-        conversation = c.annotation.conversation
-        yield [
-            c.changed_at.isoformat(),
-            c.changed_by.get_username() if c.changed_by else "",
-            conversation.study.name,
-            conversation.external_id,
-            c.annotation.rater.name,
-            c.field,
-            c.old_value,
-            c.new_value,
-        ]
-
-
-def _rating_change_rows(changes: QuerySet[RatingChange]) -> Iterator[list[object]]:
-    for c in changes.iterator(chunk_size=2000):
-        response = c.rating.response
-        yield [
-            c.changed_at.isoformat(),
-            c.changed_by.get_username() if c.changed_by else "",
-            response.conversation.study.name,
-            response.conversation.external_id,
-            c.rating.rater.name,
-            response.responder.key,
-            response.pk,
-            c.attribute.name if c.attribute else "",
-            c.field,
-            c.old_value,
-            c.new_value,
-        ]
-
 
 @role_required(ADMIN)
 def audit(request: HttpRequest) -> HttpResponse:
-    study = study_from_request(request)
-    changes = rating_changes(study=study)
-    labels = label_changes(study=study)
-    if request.GET.get("format") == "labels-csv":
-        body = csv_text(LABEL_CHANGE_HEADER, _label_change_rows(labels))
-        return csv_attachment(body, filename="label-changes.csv")
-    if request.GET.get("format") == "csv":
-        body = csv_text(RATING_CHANGE_HEADER, _rating_change_rows(changes))
+    """Newest change first, narrowed by the filters; the CSV downloads hold the same changes,
+    oldest first (a log read forward)."""
+    form = AuditFilterForm(request.GET or None)
+    valid = form.is_valid() if form.is_bound else True
+    data = form.cleaned_data if form.is_bound and valid else {}
+    where = AuditFilter(
+        study=data.get("study"),
+        clinician=data.get("clinician"),
+        conversation=data.get("conversation", ""),
+        date_from=data.get("date_from"),
+        date_to=data.get("date_to"),
+    )
+    wanted = request.GET.get("format")
+    if wanted in ("csv", "labels-csv"):
+        if not valid:
+            problems = "; ".join(
+                f"{field}: {' '.join(str(e) for e in errors)}"
+                for field, errors in form.errors.items()
+            )
+            return HttpResponse(
+                f"Not exported, the filters are wrong: {problems}",
+                status=400,
+                content_type="text/plain; charset=utf-8",
+            )
+        if wanted == "labels-csv":
+            body = csv_text(
+                LABEL_CHANGE_HEADER,
+                label_change_rows(audit_label_changes(where=where, newest_first=False)),
+            )
+            return csv_attachment(body, filename="label-changes.csv")
+        body = csv_text(
+            RATING_CHANGE_HEADER,
+            rating_change_rows(audit_rating_changes(where=where, newest_first=False)),
+        )
         return csv_attachment(body, filename="rating-changes.csv")
+    changes = audit_rating_changes(where=where, newest_first=True)
+    labels = audit_label_changes(where=where, newest_first=True)
+    # The filters in the pager's and the downloads' links (without the page numbers).
+    kept = {k: v for k, v in request.GET.items() if k in form.fields and v}
     return render(
         request,
         "annotation/admin_audit.html",
         {
+            "form": form,
+            "valid": valid,
+            "filtered": bool(kept),
+            "query": urlencode(kept),
             "changes": Paginator(changes, AUDIT_PAGE_SIZE).get_page(request.GET.get("page")),
             "label_changes": Paginator(labels, AUDIT_PAGE_SIZE).get_page(request.GET.get("lpage")),
-            "study": study,
-            "studies": Study.objects.all(),
+            "study": where.study,
         },
+        status=200 if valid else 400,
     )
 
 

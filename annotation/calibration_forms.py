@@ -30,7 +30,10 @@ class ReferenceCsvForm(forms.Form):
 
 
 class ClinicianChoiceForm(forms.Form):
-    clinicians = forms.ModelMultipleChoiceField(queryset=Rater.objects.none())
+    # Checkboxes, as everywhere on /manage/ (a multiple select needs Ctrl-click).
+    clinicians = forms.ModelMultipleChoiceField(
+        queryset=Rater.objects.none(), widget=forms.CheckboxSelectMultiple
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

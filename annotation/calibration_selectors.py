@@ -81,7 +81,9 @@ def reference_grid_cells(*, study: Study) -> dict[str, tuple[str, str, str]]:
 
 def time_on_task_rows(*, study: Study, limit: int) -> list[dict[str, Any]]:
     """The first ``limit`` assignments of the study with measured active time (by clinician,
-    conversation, kind), each with its responses' estimated seconds, sorted by label."""
+    conversation, kind), each with its responses' estimated seconds by responder name, sorted by
+    name. Admins only: they are not blinded, and a clinician's letters (A–J, a new order in every
+    assignment) would not tell them which system took the time."""
     assignments = {
         a.pk: a
         for a in Assignment.objects.filter(conversation__study=study)
@@ -91,8 +93,10 @@ def time_on_task_rows(*, study: Study, limit: int) -> list[dict[str, Any]]:
     }
     per_response = response_active_seconds(assignments=Q(pk__in=list(assignments)))
     labels = {
-        (i.assignment_id, i.response_id): i.label
-        for i in AssignmentItem.objects.filter(assignment_id__in=list(assignments))
+        (assignment_id, response_id): name
+        for assignment_id, response_id, name in AssignmentItem.objects.filter(
+            assignment_id__in=list(assignments)
+        ).values_list("assignment_id", "response_id", "response__responder__name")
     }
     rows = []
     for pk, a in assignments.items():

@@ -148,3 +148,38 @@ class ClinicianSampleForm(forms.Form):
         max_value=2**63 - 1,
         help_text="leave empty for a fresh random seed; it is stored with the sample",
     )
+
+
+class AuditFilterForm(forms.Form):
+    """The audit trail's filters (GET): every field optional; the page and its CSV downloads
+    show the same changes."""
+
+    study = forms.ModelChoiceField(
+        queryset=Study.objects.all(), required=False, empty_label="all studies"
+    )
+    clinician: "forms.ModelChoiceField[Rater]" = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label="all clinicians"
+    )
+    conversation = forms.CharField(
+        required=False, max_length=200, help_text="its id in the study, e.g. demo-3"
+    )
+    date_from = forms.DateField(
+        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    date_to = forms.DateField(
+        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["clinician"].queryset = Rater.objects.filter(
+            kind=Rater.Kind.CLINICIAN
+        ).order_by("name")
+
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())
+        start, end = data.get("date_from"), data.get("date_to")
+        if start and end and end < start:
+            self.add_error("date_to", "The last day comes before the first.")
+        data["conversation"] = (data.get("conversation") or "").strip()
+        return data

@@ -315,7 +315,18 @@ EXPECTED: dict[str, list[Case]] = {
         C("/manage/users/{clinician_user_id}/reset-link", get=NOT_GET, post=ADMINS),
         C("/manage/users/{researcher_id}/reset-link", get=NOT_GET, post=ADMINS),
     ],
-    "manage/audit/": [C("/manage/audit/", get=ADMINS), C("/manage/audit/?format=csv", get=ADMINS)],
+    "manage/audit/": [
+        C("/manage/audit/", get=ADMINS),
+        C("/manage/audit/?format=csv", get=ADMINS),
+        # Filters: the page, its CSVs, and a wrong filter (400 with the reason, for admins).
+        C(
+            "/manage/audit/?study={study_id}&clinician={clinician_rater_id}&conversation=c0"
+            "&date_from=2020-01-01&date_to=2999-12-31",
+            get=ADMINS,
+        ),
+        C("/manage/audit/?format=labels-csv&clinician={clinician_rater_id}", get=ADMINS),
+        C("/manage/audit/?date_from=2020-02-01&date_to=2020-01-01", get=ADMINS[:4] + (400,) * 3),
+    ],
     "manage/training/": [
         C(
             "/manage/training/?study={study_id}",

@@ -1,5 +1,8 @@
-// Rating page: autosave bookkeeping, keyboard flow, anchors and progress, active-time heartbeats.
-// The saves themselves are htmx requests declared in _response_card.html.
+// Rating and labelling pages: autosave, keyboard flow, anchors and progress, active-time
+// heartbeats. Every element with data-save (a score's fieldset, a rationale, the label form) posts
+// its value to that URL on each change, one request at a time per element (a newer edit waits
+// for the one in flight, then the latest value goes). No library: this is the page clinicians
+// open most, so it stays small.
 (function () {
   "use strict";
   // After a refused submit, put keyboard focus on the list of what is missing.
@@ -17,7 +20,7 @@
   // Only what the page itself posts is stored: blinded item tokens, attribute ids and values.
   const storeKey = "mentalbench.unsent:" + window.location.pathname;
   function fieldKey(elt) {
-    return elt.getAttribute("hx-post") + "|" + (elt.getAttribute("hx-vals") || "");
+    return elt.dataset.save + "|" + (elt.dataset.vals || "");
   }
   function readUnsent() {
     try {
@@ -81,25 +84,121 @@
     state.appendChild(span);
   }
 
+  // --- Sending -----------------------------------------------------------------------------------
+  const tokenInput = document.querySelector("input[name=csrfmiddlewaretoken]");
+  const csrf = tokenInput ? tokenInput.value : "";
+  let submitWhenSaved = false;
+  let afterSave = function () {};
+
+  // A request as the server expects it: form-encoded, with the CSRF token, marked as a request
+  // of the page (HX-Request) so that an ended session answers 401 with where to sign in, instead
+  // of a redirect that would look like a saved edit.
+  function post(url, body) {
+    return window.fetch(url, {
+      method: "POST",
+      body: body,
+      credentials: "same-origin",
+      headers: {
+        "X-CSRFToken": csrf,
+        "HX-Request": "true",
+        "HX-Current-URL": window.location.href,
+      },
+    });
+  }
+  function signedOut(response) {
+    // The edit stays in the journal and is sent after the next sign-in, which brings the
+    // clinician back to this page.
+    show("Signed out — sign in again; your changes are kept", "unsaved");
+    dirty.clear(); // nothing to warn about on leaving: the journal holds every edit
+    const to = response.headers.get("HX-Redirect");
+    if (to) window.location.href = to;
+  }
+  // The field's current values, with the edit's time: a score's fieldset sends its checked score,
+  // a rationale its text, the label form every choice.
+  function bodyOf(elt) {
+    const body = new URLSearchParams();
+    const vals = JSON.parse(elt.dataset.vals || "{}");
+    Object.keys(vals).forEach(function (key) { body.append(key, vals[key]); });
+    if (elt.tagName === "FORM") {
+      new FormData(elt).forEach(function (value, key) { body.append(key, value); });
+    } else if (elt.tagName === "TEXTAREA") {
+      body.append(elt.name, elt.value);
+    } else {
+      const checked = elt.querySelector("input:checked");
+      if (checked) body.append("score", checked.value);
+    }
+    body.append("edited_ms", elt.dataset.edited || String(Date.now()));
+    return body;
+  }
+  function send(elt) {
+    if (elt.dataset.inflight) {
+      elt.dataset.queued = "1"; // sent when the one in flight is answered: the latest value
+      return;
+    }
+    elt.dataset.inflight = "1";
+    elt.dataset.sending = elt.dataset.edited;
+    post(elt.dataset.save, bodyOf(elt))
+      .then(function (response) {
+        if (response.status === 401) return signedOut(response);
+        if (response.status >= 500) return retry(elt);
+        return response.text().then(function (text) {
+          // The server's message ("All changes saved", or why the edit was refused) stands
+          // unless other edits are still on their way.
+          state.innerHTML = text;
+          // Stored, a newer value from another tab kept, or refused for good (locked, invalid:
+          // sending it again on the next load would only be refused again): settled either way.
+          forget(elt, elt.dataset.sending);
+          if (!response.ok || elt.dataset.sending === elt.dataset.edited) dirty.delete(elt);
+          if (dirty.size) show("Saving…", "saving");
+        });
+      }, function () {
+        retry(elt); // network trouble: keep the value and try again
+      })
+      .then(function () {
+        delete elt.dataset.inflight;
+        if (elt.dataset.queued) {
+          delete elt.dataset.queued;
+          send(elt);
+        }
+        afterSave();
+      });
+  }
+  function retry(elt) {
+    show("Not saved yet — retrying…", "unsaved");
+    window.setTimeout(function () { send(elt); }, 3000);
+  }
+
   // Each edit records its own time: a retry or a late request keeps the time of the edit, so
   // the server can keep the newest edit when two tabs change the same field.
+  const timers = new Map();
   function edited(event) {
-    const elt = event.target.closest("[hx-post]");
+    const elt = event.target.closest("[data-save]");
     if (!elt) return;
     elt.dataset.edited = String(Date.now());
     dirty.add(elt);
     remember(elt);
     show("Saving…", "saving");
+    window.clearTimeout(timers.get(elt));
+    if (event.type === "input" && elt.dataset.delay) {
+      // Typing: sent once the clinician pauses, and on leaving the field (change).
+      timers.set(elt, window.setTimeout(function () { send(elt); }, Number(elt.dataset.delay)));
+    } else if (event.type === "change") {
+      send(elt);
+    }
   }
   root.addEventListener("change", edited, true);
   root.addEventListener("input", edited, true);
+  // The label form is never submitted as a page: its changes are saved as they happen.
+  root.querySelectorAll("form[data-save]").forEach(function (form) {
+    form.addEventListener("submit", function (event) { event.preventDefault(); });
+  });
 
   // Edits a previous load of this page did not get acknowledged: show them and send them again
-  // through the same request as a fresh edit, keeping their original edit time.
+  // as fresh edits, keeping their original edit time.
   (function resend() {
     const unsent = readUnsent();
     const fields = {};
-    root.querySelectorAll("[hx-post]").forEach(function (elt) { fields[fieldKey(elt)] = elt; });
+    root.querySelectorAll("[data-save]").forEach(function (elt) { fields[fieldKey(elt)] = elt; });
     Object.keys(unsent).forEach(function (key) {
       const elt = fields[key];
       const entry = unsent[key];
@@ -114,61 +213,8 @@
     writeUnsent(unsent);
     if (!dirty.size) return;
     show("Saving…", "saving");
-    // Only once htmx has processed the page (its own DOMContentLoaded handler, registered
-    // first, runs first) does an element listen to its "retry" trigger.
-    function send() {
-      window.setTimeout(function () {
-        dirty.forEach(function (elt) { htmx.trigger(elt, "retry"); });
-      }, 0);
-    }
-    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", send);
-    else send();
+    dirty.forEach(send);
   })();
-
-  document.body.addEventListener("htmx:configRequest", function (event) {
-    const elt = event.detail.elt;
-    if (elt === root || !root.contains(elt)) return; // heartbeats are not saves
-    event.detail.parameters.edited_ms = elt.dataset.edited || String(Date.now());
-    const checked = elt.querySelector("input:checked");
-    if (checked) event.detail.parameters.score = checked.value;
-    elt.dataset.sending = elt.dataset.edited;
-  });
-
-  document.body.addEventListener("htmx:afterRequest", function (event) {
-    const elt = event.detail.elt;
-    if (elt === root || !root.contains(elt)) return; // heartbeats are not saves
-    const status = event.detail.xhr ? event.detail.xhr.status : 0;
-    // htmx fires this after swapping the server's message into #save-state: that message
-    // stands unless other edits are still on their way.
-    if (event.detail.successful) {
-      // Stored, or a newer value from another tab kept: either way this edit is settled.
-      forget(elt, elt.dataset.sending);
-      if (elt.dataset.sending === elt.dataset.edited) dirty.delete(elt);
-      if (dirty.size) show("Saving…", "saving");
-    } else if (status === 401) {
-      // Signed out (an idle session ended): the edit stays in the journal, and htmx follows
-      // HX-Redirect to the sign-in page, which brings the clinician back here to send it.
-      show("Signed out — sign in again; your changes are kept", "unsaved");
-      dirty.clear(); // nothing to warn about on leaving: the journal holds every edit
-    } else if (status === 0 || status >= 500) {
-      // Network or server trouble: keep the value and try again.
-      show("Not saved yet — retrying…", "unsaved");
-      setTimeout(function () { htmx.trigger(elt, "retry"); }, 3000);
-    } else {
-      // Refused for good (locked, invalid): the server's message is shown, and sending the
-      // same edit again on the next load would only be refused again.
-      forget(elt, elt.dataset.sending);
-      dirty.delete(elt);
-    }
-  });
-
-  // htmx does not swap error responses by default; show why a save was refused.
-  document.body.addEventListener("htmx:beforeSwap", function (event) {
-    if (event.detail.target === state && event.detail.xhr.status < 500) {
-      event.detail.shouldSwap = true;
-      event.detail.isError = false;
-    }
-  });
 
   window.addEventListener("beforeunload", function (event) {
     if (dirty.size) event.preventDefault();
@@ -286,7 +332,6 @@
 
   // N: the next attribute without a score; Ctrl+Enter: submit, from anywhere on the page.
   const submitForm = document.getElementById("submit-form");
-  let submitWhenSaved = false;
   if (fields.length) document.addEventListener("keydown", function (event) {
     const typing = event.target.matches && event.target.matches("textarea, input[type=text], select");
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && submitForm) {
@@ -294,11 +339,34 @@
       submitForm.requestSubmit();
     } else if ((event.key === "n" || event.key === "N") && !typing && !event.ctrlKey && !event.metaKey && !event.altKey) {
       const current = event.target.closest ? event.target.closest("fieldset.attribute") : null;
-      const target = nextUnrated(current);
+      // Where the page itself put the focus on opening is already the first without a score.
+      const target = current && current === openedAt ? current : nextUnrated(current);
       event.preventDefault();
       if (target) focusField(target);
       else if (submitButton) submitButton.focus();
+    } else if (/^[0-9]$/.test(event.key) && !typing && !event.ctrlKey && !event.metaKey && !event.altKey &&
+               !(event.target.closest && event.target.closest("fieldset.attribute"))) {
+      // A digit with no attribute in focus (after a click on the text, say) scores nothing:
+      // say so rather than drop it silently.
+      hint.textContent = "Digits score the attribute in focus: press N to go to the next one without a score, then type the digit.";
+      hint.hidden = false;
     }
+  });
+
+  // Digits work from the moment the page opens: focus starts on the first attribute without a
+  // score (unless a refused submit put it on the list of what is missing).
+  const hint = document.getElementById("key-hint") || document.createElement("p");
+  let openedAt = missing ? null : nextUnrated(null);
+  if (openedAt) {
+    // Without scrolling when it is the page's first (the user's message stays in view) or on a
+    // touch screen (no keys to type).
+    const touch = window.matchMedia("(hover: none) and (pointer: coarse)").matches;
+    const target = openedAt.querySelector("input:checked") || openedAt.querySelector("input");
+    target.focus({ preventScroll: touch || openedAt === fields[0] });
+  }
+  root.addEventListener("focusin", function (event) {
+    if (openedAt && !openedAt.contains(event.target)) openedAt = null;
+    if (event.target.closest("fieldset.attribute")) hint.hidden = true;
   });
   // Submitting while a save is on its way would check scores the server does not have yet:
   // wait for the saves, then submit.
@@ -309,13 +377,12 @@
       submitWhenSaved = true;
       show("Saving… the conversation is submitted once every change is saved", "saving");
     });
-    document.body.addEventListener("htmx:afterRequest", function () {
+    afterSave = function () {
       if (submitWhenSaved && !dirty.size) {
         submitWhenSaved = false;
-        dirty.clear();
         submitForm.requestSubmit();
       }
-    });
+    };
   }
   // On a narrow screen the rubric opens over the page: closing it goes back where one was.
   const close = panel ? panel.querySelector(".rubric-close") : null;
@@ -335,6 +402,8 @@
   setInterval(function () {
     if (document.visibilityState !== "visible") return;
     if (Date.now() - lastInteraction > 60000) return;
-    htmx.ajax("POST", root.dataset.heartbeatUrl, { swap: "none", source: root });
+    post(root.dataset.heartbeatUrl, new URLSearchParams()).then(function (response) {
+      if (response.status === 401) signedOut(response);
+    }, function () {}); // a missed heartbeat only loses a few seconds of active time
   }, 15000);
 })();

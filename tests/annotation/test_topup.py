@@ -129,7 +129,10 @@ def test_submitted_work_stays_submitted_and_the_added_response_is_its_own_task(
     # The admin's list names the part and offers no move for it.
     listing = client.get(reverse("annotation:manage") + f"?study={study.pk}").content.decode()
     assert listing.count("added responses (part 1)") == 3  # the other clinician had not started
-    assert listing.count("Reassign</button>") == 3  # the other clinician's work, not the parts
+    # The other clinician's unstarted rows: nobody else can take them (both clinicians hold
+    # every conversation), so they offer no move but say why; the parts never move.
+    assert listing.count("Reassign</button>") == 0
+    assert listing.count("No other clinician can take it") == 3
     changes = AssignmentChange.objects.filter(assignment__in=parts)
     assert changes.count() == 3 and {c.changed_by for c in changes} == {admin_member}
     # Idempotent.

@@ -7,6 +7,7 @@ from django.db import transaction
 
 from annotation.importers.base import file_sha256
 from annotation.importers.mentalbench import read_conversations
+from annotation.models import Conversation, ReferenceScore, Study
 from annotation.roles import CLINICIAN, RESEARCHER, role_add
 from annotation.services import (
     assignments_create,
@@ -14,16 +15,60 @@ from annotation.services import (
     conversations_import,
     study_get_or_create,
 )
+from annotation.training import (
+    practice_conversations_mark,
+    reference_csv_rows,
+    reference_scores_set,
+)
 
-DEMO_FILE = Path(__file__).resolve().parents[2] / "demo" / "conversations.jsonl"
+DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+DEMO_FILE = DEMO_DIR / "conversations.jsonl"
+PRACTICE_FILE = DEMO_DIR / "practice.jsonl"
+REFERENCE_FILE = DEMO_DIR / "practice-references.csv"
+DISTORTION_FILE = DEMO_DIR / "distortions.jsonl"
 DEMO_STUDY = "Demo study"
+DEMO_DISTORTION_STUDY = "Demo distortion study"
+PRACTICE_ID = "demo-practice"
+
+
+def _import(study: Study, path: Path) -> dict:
+    return conversations_import(
+        study=study, records=read_conversations(path), file_name=path.name, sha256=file_sha256(path)
+    )
+
+
+def _practice_set_up(study: Study) -> int:
+    """The demo's practice conversation with its reference scores; returns the scores added.
+
+    Marked before anything is assigned (a conversation given as real work cannot become
+    practice), and only missing references are written: a second run, or an admin's own
+    references, change nothing."""
+    _import(study, PRACTICE_FILE)
+    practice = Conversation.objects.get(study=study, external_id=PRACTICE_ID)
+    if not practice.practice:
+        practice_conversations_mark(study=study, external_ids=[PRACTICE_ID])
+    stored = set(
+        ReferenceScore.objects.filter(response__conversation=practice).values_list(
+            "response__responder__key", "attribute__name"
+        )
+    )
+    rows = [
+        row
+        for row in reference_csv_rows(text=REFERENCE_FILE.read_text(), file=REFERENCE_FILE.name)
+        if (row[2], row[3]) not in stored
+    ]
+    if not rows:
+        return 0
+    return reference_scores_set(study=study, rows=rows, user=None, file=REFERENCE_FILE.name)
 
 
 class Command(BaseCommand):
     help = (
-        "Load the demo study (6 conversations × 10 responses written for this repository) and "
-        "demo accounts: admin, clinician1, clinician2, researcher. Passwords: $DEMO_PASSWORD "
-        "(default 'mentalbench-demo'). Safe to run again."
+        "Load the demo studies and accounts: the demo study (6 conversations × 10 responses "
+        "written for this repository, plus a practice conversation with reference scores for "
+        "rater training), a demo distortion-labelling study (6 user messages), and the accounts "
+        "admin, clinician1, clinician2, researcher. Passwords: $DEMO_PASSWORD (default "
+        "'mentalbench-demo'). Safe to run again: a second run changes nothing."
     )
 
     @transaction.atomic
@@ -32,12 +77,15 @@ class Command(BaseCommand):
         study, _ = study_get_or_create(
             name=DEMO_STUDY, description="Fictional conversations written to try the platform."
         )
-        summary = conversations_import(
-            study=study,
-            records=read_conversations(DEMO_FILE),
-            file_name=DEMO_FILE.name,
-            sha256=file_sha256(DEMO_FILE),
+        summary = _import(study, DEMO_FILE)
+        references = _practice_set_up(study)
+        labelling, _ = study_get_or_create(
+            name=DEMO_DISTORTION_STUDY,
+            description="Fictional user messages written to try cognitive-distortion labelling.",
+            kind=Study.Kind.DISTORTION_LABELLING,
+            label_scheme=Study.LabelScheme.RANKED,
         )
+        messages = _import(labelling, DISTORTION_FILE)
         User = get_user_model()
         accounts = [
             ("admin", {"is_staff": True, "is_superuser": True}),
@@ -60,15 +108,21 @@ class Command(BaseCommand):
                     rater.user = user
                     rater.save(update_fields=["user"])
                 clinicians.append(rater)
-        # Both demo clinicians rate every demo conversation (full overlap, for agreement);
-        # assignments_create only adds what is missing, so this stays idempotent.
-        assigned = assignments_create(
-            study=study, clinicians=clinicians, overlap=len(clinicians), overlap_fraction=1.0
-        )
+        # Both demo clinicians rate every demo conversation and label every demo message (full
+        # overlap, for agreement); the practice conversation waits for an admin to give it
+        # (Training and repeats). assignments_create only adds what is missing: idempotent.
+        assigned = [
+            a
+            for each in (study, labelling)
+            for a in assignments_create(
+                study=each, clinicians=clinicians, overlap=len(clinicians), overlap_fraction=1.0
+            )
+        ]
         self.stdout.write(
             f"demo study {study.name!r}: {summary['conversations_created']} conversations and "
-            f"{summary['responses_created']} responses created, {len(assigned)} assignments "
-            "created; accounts: "
+            f"{summary['responses_created']} responses created, {references} practice reference "
+            f"scores stored; {labelling.name!r}: {messages['conversations_created']} messages "
+            f"created; {len(assigned)} assignments created; accounts: "
             f"{', '.join(name for name, _ in accounts)} (password from $DEMO_PASSWORD, default "
             "'mentalbench-demo')"
         )
