@@ -95,7 +95,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,13 +224,22 @@ class FakeLLMServer(BatchEndpoints):
             self.max_in_flight = self.in_flight
 
     def hold(self) -> None:
-        """Requests wait (already counted, not answered) until `release()`."""
-        assert self._loop is not None, "hold() needs a started server"
-        self._loop.call_soon_threadsafe(self._gate_event().clear)
+        """Requests wait (already counted, not answered) until `release()`.
+
+        Returns once the server's loop has closed the gate: a request reaching the gate after
+        this call is held (one already past it is answered as usual)."""
+        self._on_loop(lambda: self._gate_event().clear())
 
     def release(self) -> None:
-        assert self._loop is not None, "release() needs a started server"
-        self._loop.call_soon_threadsafe(self._gate_event().set)
+        self._on_loop(lambda: self._gate_event().set())
+
+    def _on_loop(self, action: Callable[[], None]) -> None:
+        assert self._loop is not None, "the server is not started"
+
+        async def apply() -> None:
+            action()
+
+        asyncio.run_coroutine_threadsafe(apply(), self._loop).result(timeout=10)
 
     def held_with_client_connected(self) -> int:
         """How many held requests still have their client on the line (0: all hung up)."""
