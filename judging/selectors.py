@@ -132,7 +132,16 @@ def run_failure_reasons(*, run: Run, limit: int = 10) -> list[dict]:
 
 
 def runs_list() -> QuerySet[Run]:
-    return Run.objects.select_related("study", "endpoint").order_by("-created_at")[:100]
+    """The latest runs, each with `item_count` and `failed_count` (a settled run whose items
+    failed must say so in the list, not just "Done")."""
+    return (
+        Run.objects.select_related("study", "endpoint")
+        .annotate(
+            item_count=Count("items"),
+            failed_count=Count("items", filter=Q(items__status=RunItem.Status.FAILED)),
+        )
+        .order_by("-created_at")[:100]
+    )
 
 
 @dataclass(frozen=True)
