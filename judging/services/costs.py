@@ -80,6 +80,7 @@ def estimate_display(estimate: dict[str, Any]) -> dict[str, str]:
         "requests": count("requests"),
         "input_tokens": count("input_tokens"),
         "output_tokens_max": count("output_tokens_max"),
+        "method": str(estimate.get("method", "")),
         "immediate": money("immediate_usd"),
         "batch": money("batch_usd"),
         "price_source": {

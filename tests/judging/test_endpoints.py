@@ -153,7 +153,7 @@ def test_an_estimate_without_a_price_says_price_unknown_never_zero(db):
     shown = costs.estimate_display(estimate.as_dict())
     assert shown["immediate"] == shown["batch"] == "price unknown"
     assert shown["price_source"] == "no price known"
-    assert shown["requests"] == "6"
+    assert shown["requests"] == "6" and shown["method"] == "chars/4"
 
 
 def test_an_estimate_of_a_listed_model_uses_the_list_price(db):
