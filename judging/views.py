@@ -244,7 +244,7 @@ def _require(request: HttpRequest, allowed: bool) -> None:
         raise PermissionDenied("You may not change model endpoints (ask for the permission).")
 
 
-def _endpoint_rows(request: HttpRequest) -> list[dict]:
+def _endpoint_rows() -> list[dict]:
     return [
         {"endpoint": e, "prices": prices.endpoint_prices(e)} for e in endpoints.endpoints_list()
     ]
@@ -256,7 +256,7 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
         request,
         "judging/endpoints.html",
         {
-            "rows": _endpoint_rows(request),
+            "rows": _endpoint_rows(),
             "can_add": endpoints.user_can_add_endpoints(request.user),
             "can_change": endpoints.user_can_change_endpoints(request.user),
             "prices_taken": prices.PRICES_TAKEN,

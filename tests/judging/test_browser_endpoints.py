@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 
 from annotation.models import Rating
 from judging.models import ModelEndpoint, Run
+from tests.conftest import SCREENSHOTS
 from tests.factories import case_context, case_reply, study_make
 from tests.fakes.llm_server import FakeLLMServer
 from tests.second_factor import totp_code, totp_enrol
@@ -102,12 +103,15 @@ def test_admin_adds_tests_and_launches_on_an_endpoint(
         text = result.inner_text()
         assert re.search(r"Model gpt-4o-2024-08-06 answered in \d+ ms", text), text
         assert serious_axe_violations(page) == []
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "endpoints.png"), full_page=True)
 
         # At 360 px nothing is wider than the screen: the table scrolls in its own region.
         page.set_viewport_size({"width": 360, "height": 800})
         page.reload()
         assert page.evaluate("document.documentElement.scrollWidth") <= 360
         assert serious_axe_violations(page) == []
+        page.screenshot(path=str(SCREENSHOTS / "endpoints-360.png"), full_page=True)
         page.goto(f"/judging/endpoints/{endpoint.pk}/")
         assert page.evaluate("document.documentElement.scrollWidth") <= 360
         assert serious_axe_violations(page) == []
@@ -136,6 +140,8 @@ def test_admin_adds_tests_and_launches_on_an_endpoint(
         page.wait_for_selector(".status-done", timeout=60_000)
         assert Rating.objects.filter(run=run, status=Rating.Status.COMPLETE).count() == 2
         assert re.search(r"cost so far 0\.\d{4} USD", page.inner_text("main"))
+        page.goto("/judging/")
+        assert "Done" in page.inner_text("main") and "failed" not in page.inner_text("main")
         assert not errors
     finally:
         context.close()
