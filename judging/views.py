@@ -261,19 +261,9 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
             "can_change": endpoints.user_can_change_endpoints(request.user),
             "prices_taken": prices.PRICES_TAKEN,
             "prices_source": prices.PRICES_SOURCE,
-            "list_prices": _list_price_rows(),
+            "list_prices": prices.list_price_table(),
         },
     )
-
-
-def _list_price_rows() -> list[dict]:
-    rows = []
-    for provider, table in prices.LIST_PRICES.items():
-        for model in table:
-            price = prices.list_price(provider=provider, model=model)
-            if price is not None:
-                rows.append({"provider": ModelEndpoint.Provider(provider).label, "price": price})
-    return rows
 
 
 def _endpoint_form_page(
@@ -298,7 +288,7 @@ def _endpoint_form_page(
             "endpoint": endpoint,
             "has_stored_key": bool(endpoint and endpoint.api_key),
             "prices_taken": prices.PRICES_TAKEN,
-            "list_prices": _list_price_rows(),
+            "list_prices": prices.list_price_table(),
         },
     )
 

@@ -105,6 +105,17 @@ def list_price(*, provider: str, model: str) -> ListPrice | None:
     return None
 
 
+def list_price_table() -> list[dict[str, object]]:
+    """The table as the pages show it: provider label and ListPrice, in the table's order."""
+    rows: list[dict[str, object]] = []
+    for provider, table in LIST_PRICES.items():
+        for model in table:
+            price = list_price(provider=provider, model=model)
+            if price is not None:
+                rows.append({"provider": ModelEndpoint.Provider(provider).label, "price": price})
+    return rows
+
+
 @dataclass(frozen=True)
 class Prices:
     """USD per million tokens an endpoint's requests cost; None where nobody knows.

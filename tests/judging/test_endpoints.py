@@ -528,3 +528,22 @@ def test_the_migration_turns_the_old_zero_prices_into_unset():
     finally:
         MigrationExecutor(connection).migrate(leaves)
         ModelEndpoint.objects.all().delete()
+
+
+def test_the_docs_show_the_same_price_table_and_date():
+    """docs/endpoints.md repeats the table for operators: it must not drift from the code."""
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "endpoints.md").read_text()
+    assert f"Taken in **{prices.PRICES_TAKEN}**" in docs
+    table = [line for line in docs.splitlines() if line.startswith(("| OpenAI", "| Anthropic"))]
+    rows = prices.list_price_table()
+    assert len(rows) == sum(len(models) for models in prices.LIST_PRICES.values())
+    for row in rows:
+        price = row["price"]
+        assert isinstance(price, prices.ListPrice)
+        line = next(
+            (ln for ln in table if f" {price.model} " in ln or f" {price.model}," in ln), None
+        )
+        assert line is not None, f"{price.model} is not in docs/endpoints.md"
+        assert f"| {price.input:.2f} | {price.output:.2f} |" in line, line
