@@ -205,6 +205,9 @@ def test_the_launch_page_says_price_unknown_and_the_run_page_too(staff_client, s
         "concurrency": 8,
         "parallel_tasks": 1,
     }
+    listed = staff_client.get(reverse("judging:judge_new")).content.decode()
+    usable = listed[listed.index('id="usable-endpoints"') :]
+    assert "my-llama" in usable and "price unknown" in usable
     page = staff_client.post(reverse("judging:judge_new"), form).content.decode()
     assert '<td id="estimate-immediate">price unknown</td>' in page
     assert "0.0 USD" not in page and "0.0</td>" not in page
