@@ -1,20 +1,117 @@
-"""Launch forms for judge and generation runs (validation only; services do the writes)."""
+"""Launch forms for judge and generation runs, and the endpoint form (validation only;
+services do the writes)."""
 
 from typing import Any, cast
 
 from django import forms
 
 from annotation.models import Study
-from judging import prompts
+from judging import api_keys, prompts
 
 from .models import ModelEndpoint, Run
 from .services import TEMPERATURE_ZERO_REFUSED
+from .services.endpoints import endpoints_for_launch
 
-HTTP_PROVIDERS = [
-    ModelEndpoint.Provider.OPENAI,
-    ModelEndpoint.Provider.ANTHROPIC,
-    ModelEndpoint.Provider.OPENAI_COMPATIBLE,
-]
+
+class EndpointForm(forms.ModelForm):
+    """An endpoint, in /judging/endpoints/ and in Django's admin alike."""
+
+    # Write-only: the stored key is never rendered back into the page.
+    api_key = forms.CharField(
+        required=False,
+        max_length=500,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Leave blank to keep the stored key; it is stored encrypted "
+        "(MENTALBENCH_ENCRYPTION_KEYS). Prefer api_key_env (an environment variable name) "
+        "where the workers' environment can hold the secret.",
+    )
+    clear_api_key = forms.BooleanField(
+        required=False,
+        label="Remove the stored key",
+        help_text="a stored key wins over api_key_env: remove it to use the variable instead",
+    )
+
+    # A base URL without a scheme means https (Django 6's default; said here, not assumed).
+    base_url = forms.URLField(
+        required=False,
+        max_length=ModelEndpoint._meta.get_field("base_url").max_length,
+        assume_scheme="https",
+        help_text="Blank for the provider's own API; an OpenAI-compatible server otherwise, "
+        "e.g. http://127.0.0.1:8000/v1 for vLLM.",
+    )
+
+    class Meta:
+        model = ModelEndpoint
+        fields = [
+            "name",
+            "provider",
+            "model",
+            "family",
+            "base_url",
+            "api_key_env",
+            "api_key",
+            "default_params",
+            "json_mode",
+            "structured_output",
+            "supports_temperature",
+            "json_prefill",
+            "timeout_s",
+            "responder_key",
+            "price_input_per_mtok",
+            "price_output_per_mtok",
+            "price_batch_input_per_mtok",
+            "price_batch_output_per_mtok",
+            "supports_batch",
+            "enabled",
+        ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Read when the form is built: the operator's rule comes from the environment. (Staff
+        # who may only view endpoints get a form without editable fields.)
+        if "api_key_env" in self.fields:
+            self.fields["api_key_env"].help_text = (
+                "The name of an environment variable on the workers that holds the key; "
+                f"{api_keys.allowed_key_env_rule()}."
+            )
+
+    def clean_api_key(self) -> str:
+        new = self.cleaned_data.get("api_key", "")
+        if not new:
+            return self.instance.api_key if self.instance.pk else ""
+        if api_keys.is_encrypted(new):
+            # The field would take it for ciphertext and store it as it is.
+            raise forms.ValidationError(
+                f"An API key cannot start with {api_keys.ENCRYPTED_PREFIX!r}."
+            )
+        if not api_keys.encryption_configured():
+            # Refused here rather than failing on save: the field never stores plaintext.
+            raise forms.ValidationError(
+                "Keys typed here are stored encrypted, but MENTALBENCH_ENCRYPTION_KEYS is not set "
+                "on this server: set it (docs/judging.md, Keys), or leave this blank and name an "
+                "environment variable in api_key_env."
+            )
+        return new
+
+    def clean_default_params(self) -> dict[str, Any]:
+        value = self.cleaned_data.get("default_params")
+        if value in (None, ""):
+            return {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError(
+                'Default parameters are a JSON object, e.g. {"top_p": 0.9, "seed": 7}.'
+            )
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # ModelForm.clean returns cleaned_data
+        if data.get("clear_api_key") and not self.data.get(self.add_prefix("api_key")):
+            data["api_key"] = ""
+        return data
+
+    def endpoint_fields(self) -> dict[str, Any]:
+        """The model fields to save (judging.services.endpoints.endpoint_save)."""
+        return {name: self.cleaned_data[name] for name in self._meta.fields or ()}
 
 
 class _ExecutionFields(forms.Form):
@@ -53,7 +150,7 @@ class _ExecutionFields(forms.Form):
 class JudgeRunForm(_ExecutionFields):
     study = forms.ModelChoiceField(queryset=Study.objects.all())
     endpoint = forms.ModelChoiceField(
-        queryset=ModelEndpoint.objects.filter(provider__in=HTTP_PROVIDERS), label="Judge endpoint"
+        queryset=endpoints_for_launch(Run.Kind.JUDGE), label="Judge endpoint"
     )
     subset = forms.ChoiceField(
         choices=[
@@ -94,7 +191,7 @@ class LabellingRunForm(_ExecutionFields):
         help_text="a cognitive-distortion labelling study (its scheme picks the RLP or MLP)",
     )
     endpoint = forms.ModelChoiceField(
-        queryset=ModelEndpoint.objects.filter(provider__in=HTTP_PROVIDERS), label="Endpoint"
+        queryset=endpoints_for_launch(Run.Kind.LABELLING), label="Endpoint"
     )
     subset = forms.ChoiceField(
         choices=[
@@ -135,7 +232,7 @@ class LabellingRunForm(_ExecutionFields):
 class GenerationRunForm(_ExecutionFields):
     study = forms.ModelChoiceField(queryset=Study.objects.all())
     endpoints = forms.ModelMultipleChoiceField(
-        queryset=ModelEndpoint.objects.all(),
+        queryset=endpoints_for_launch(Run.Kind.GENERATION),
         widget=forms.CheckboxSelectMultiple,
         help_text="one run per model; only conversations without its response are generated",
     )

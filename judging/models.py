@@ -42,15 +42,26 @@ class ModelEndpoint(models.Model):
     api_key = EncryptedKeyField(blank=True)
     default_params = models.JSONField(default=dict, blank=True)
     json_mode = models.BooleanField(default=True, help_text="ask for JSON output where supported")
-    price_input_per_mtok = models.FloatField(default=0.0, help_text="USD per 1M input tokens")
-    price_output_per_mtok = models.FloatField(default=0.0, help_text="USD per 1M output tokens")
-    # Batch interfaces (OpenAI Batch, Anthropic Message Batches) sell the same calls at about
-    # half the price; 0 means "not set", and the immediate price is used for estimates.
+    # Prices in USD per million tokens. NULL means "not set": the list price of a known model is
+    # used (judging.services.prices), and for an unknown model the estimate says "price
+    # unknown". 0 is a real price (a model on your own server).
+    price_input_per_mtok = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="USD per 1M input tokens (blank: the list price, if known)",
+    )
+    price_output_per_mtok = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="USD per 1M output tokens (blank: the list price, if known)",
+    )
+    # Batch interfaces (OpenAI Batch, Anthropic Message Batches) sell the same calls at half the
+    # price; blank: the list batch price, else the immediate price (an upper bound).
     price_batch_input_per_mtok = models.FloatField(
-        default=0.0, help_text="USD per 1M input tokens in batch mode"
+        null=True, blank=True, help_text="USD per 1M input tokens in batch mode"
     )
     price_batch_output_per_mtok = models.FloatField(
-        default=0.0, help_text="USD per 1M output tokens in batch mode"
+        null=True, blank=True, help_text="USD per 1M output tokens in batch mode"
     )
     supports_batch = models.BooleanField(
         default=False,
@@ -75,6 +86,10 @@ class ModelEndpoint(models.Model):
         max_length=100,
         blank=True,
         help_text="responder key of its generated responses (default: the name)",
+    )
+    # A disabled endpoint is not offered for new runs; runs that already use it keep it.
+    enabled = models.BooleanField(
+        default=True, help_text="offered for new runs (runs already launched keep their endpoint)"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

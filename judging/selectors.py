@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.models import Conversation, Rater, Response, Study
@@ -131,8 +132,36 @@ def run_failure_reasons(*, run: Run, limit: int = 10) -> list[dict]:
     return [{"reason": reason, "count": count} for reason, count in ranked]
 
 
-def runs_list() -> QuerySet[Run]:
-    return Run.objects.select_related("study", "endpoint").order_by("-created_at")[:100]
+def runs_list() -> list[Run]:
+    """The latest runs, each with `failed_count` and, where some failed, `item_count`: a settled
+    run whose items failed must say so in the list, not just "Done".
+
+    Failed items are counted per run on the (run, status) index; all items only for the runs
+    with failures (a run of 100,000 items costs its whole index range to count).
+    """
+    failed = (
+        RunItem.objects.filter(run=OuterRef("pk"), status=RunItem.Status.FAILED)
+        .order_by()
+        .values("run")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    runs: list[Run] = list(
+        Run.objects.select_related("study", "endpoint")
+        .annotate(failed_count=Coalesce(Subquery(failed), 0))
+        .order_by("-created_at")[:100]
+    )
+    failing = [run.pk for run in runs if getattr(run, "failed_count", 0)]
+    totals = dict(
+        RunItem.objects.filter(run_id__in=failing)
+        .order_by()
+        .values("run_id")
+        .annotate(n=Count("id"))
+        .values_list("run_id", "n")
+    )
+    for run in runs:
+        run.item_count = totals.get(run.pk, 0)  # type: ignore[attr-defined]
+    return runs
 
 
 @dataclass(frozen=True)

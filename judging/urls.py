@@ -14,4 +14,9 @@ urlpatterns = [
     path("runs/<int:pk>/cancel", views.run_cancel, name="run_cancel"),
     path("runs/<int:pk>/resume", views.run_resume, name="run_resume"),
     path("runs/<int:pk>/retry", views.run_retry, name="run_retry"),
+    path("endpoints/", views.endpoint_list, name="endpoints"),
+    path("endpoints/new/", views.endpoint_new, name="endpoint_new"),
+    path("endpoints/<int:pk>/", views.endpoint_edit, name="endpoint_edit"),
+    path("endpoints/<int:pk>/enabled", views.endpoint_enabled, name="endpoint_enabled"),
+    path("endpoints/<int:pk>/test", views.endpoint_test, name="endpoint_test"),
 ]

@@ -10,17 +10,19 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from annotation.roles import ADMIN, role_required
 
 from . import selectors, services
-from .forms import GenerationRunForm, JudgeRunForm, LabellingRunForm, PreviewForm
-from .models import Run
-from .services import costs
+from .forms import EndpointForm, GenerationRunForm, JudgeRunForm, LabellingRunForm, PreviewForm
+from .models import ModelEndpoint, Run
+from .services import costs, endpoints, prices
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
@@ -48,6 +50,8 @@ def _duration(seconds: float | None) -> str:
 def _run_context(run: Run) -> dict:
     progress = selectors.run_progress(run=run)
     silent = run.silent_for(timezone.now())
+    price = prices.endpoint_prices(run.endpoint)
+    priced = price.batch_known if run.is_batch else price.known
     return {
         # No loop heard of for longer than a lease: its workers died or are all busy.
         "silent_s": int(silent) if silent > services.LEASE_SECONDS else 0,
@@ -59,8 +63,10 @@ def _run_context(run: Run) -> dict:
         "percent": f"{progress.percent if run.is_active else progress.done_percent:.1f}",
         "throughput": f"{progress.per_second:.1f}",
         "eta": _duration(progress.eta_s) if run.is_active else "—",
-        "cost": f"{progress.cost_usd:.4f}",
-        "billed_cost": f"{progress.billed_cost_usd:.4f}",
+        # "price unknown" rather than the 0 an unpriced endpoint's items hold.
+        "cost": prices.usd(progress.cost_usd if priced else None),
+        "billed_cost": prices.usd(progress.billed_cost_usd if priced else None),
+        "estimate": costs.estimate_display(run.cost_estimate) if run.cost_estimate else None,
         "failures": selectors.run_failures(run=run, limit=50),
         "reasons": selectors.run_failure_reasons(run=run),
         "poll": run.is_active,
@@ -81,6 +87,22 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("study", "endpoint", "rater"), pk=pk)
     template = "judging/_progress.html" if request.htmx else "judging/run.html"
     return render(request, template, _run_context(run))
+
+
+def _launch_context(request: HttpRequest, kind: str, **context) -> dict:
+    """What every launch page shows beside its form: the endpoints it may use, with prices."""
+    usable = [
+        {"endpoint": e, "prices": prices.endpoint_prices(e)}
+        for e in endpoints.endpoints_for_launch(kind)
+    ]
+    return {
+        "kind": kind,
+        "usable_endpoints": usable,
+        "disabled_count": ModelEndpoint.objects.filter(enabled=False).count(),
+        "can_add_endpoint": endpoints.user_can_add_endpoints(request.user),
+        "prices_taken": prices.PRICES_TAKEN,
+        **context,
+    }
 
 
 def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
@@ -106,7 +128,12 @@ def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
                     return render(
                         request,
                         "judging/run_form.html",
-                        {"form": form, "kind": kind, "estimate": estimate},
+                        _launch_context(
+                            request,
+                            kind,
+                            form=form,
+                            estimate=costs.estimate_display(estimate),
+                        ),
                     )
             if kind == Run.Kind.JUDGE:
                 run = services.judge_run_create(
@@ -134,7 +161,14 @@ def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
             messages.success(request, f"Launched {len(launched)} generation runs.")
             return redirect("judging:runs")
     return render(
-        request, "judging/run_form.html", {"form": form, "kind": kind, "estimate": estimate}
+        request,
+        "judging/run_form.html",
+        _launch_context(
+            request,
+            kind,
+            form=form,
+            estimate=costs.estimate_display(estimate) if estimate else None,
+        ),
     )
 
 
@@ -200,3 +234,102 @@ def run_retry(request: HttpRequest, pk: int) -> HttpResponse:
     return _action(
         request, pk, services.run_retry_failures, "Failed items re-queued and the run resumed."
     )
+
+
+# ------------------------------------------------------------------------------ endpoints
+
+
+def _require(request: HttpRequest, allowed: bool) -> None:
+    if not allowed:
+        raise PermissionDenied("You may not change model endpoints (ask for the permission).")
+
+
+def _endpoint_rows() -> list[dict]:
+    return [
+        {"endpoint": e, "prices": prices.endpoint_prices(e)} for e in endpoints.endpoints_list()
+    ]
+
+
+@role_required(ADMIN)
+def endpoint_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "judging/endpoints.html",
+        {
+            "rows": _endpoint_rows(),
+            "can_add": endpoints.user_can_add_endpoints(request.user),
+            "can_change": endpoints.user_can_change_endpoints(request.user),
+            "prices_taken": prices.PRICES_TAKEN,
+            "prices_source": prices.PRICES_SOURCE,
+            "list_prices": prices.list_price_table(),
+        },
+    )
+
+
+def _endpoint_form_page(
+    request: HttpRequest, endpoint: ModelEndpoint | None, allowed: bool
+) -> HttpResponse:
+    _require(request, allowed)
+    form = EndpointForm(request.POST or None, instance=endpoint)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = endpoints.endpoint_save(endpoint=endpoint, **form.endpoint_fields())
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            verb = "Added" if endpoint is None else "Saved"
+            messages.success(request, f"{verb} endpoint {saved.name}. Test its connection below.")
+            return redirect(f"{reverse('judging:endpoints')}#endpoint-{saved.pk}")
+    return render(
+        request,
+        "judging/endpoint_form.html",
+        {
+            "form": form,
+            "endpoint": endpoint,
+            "has_stored_key": bool(endpoint and endpoint.api_key),
+            "prices_taken": prices.PRICES_TAKEN,
+            "list_prices": prices.list_price_table(),
+        },
+    )
+
+
+@role_required(ADMIN)
+def endpoint_new(request: HttpRequest) -> HttpResponse:
+    return _endpoint_form_page(request, None, endpoints.user_can_add_endpoints(request.user))
+
+
+@role_required(ADMIN)
+def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    endpoint = get_object_or_404(ModelEndpoint, pk=pk)
+    return _endpoint_form_page(request, endpoint, endpoints.user_can_change_endpoints(request.user))
+
+
+@require_POST
+@role_required(ADMIN)
+def endpoint_enabled(request: HttpRequest, pk: int) -> HttpResponse:
+    _require(request, endpoints.user_can_change_endpoints(request.user))
+    endpoint = get_object_or_404(ModelEndpoint, pk=pk)
+    enabled = request.POST.get("enabled") == "1"
+    endpoints.endpoint_set_enabled(endpoint_id=endpoint.pk, enabled=enabled)
+    if enabled:
+        messages.success(request, f"{endpoint.name} is offered for new runs again.")
+    else:
+        messages.success(
+            request,
+            f"{endpoint.name} is disabled: it is no longer offered for new runs; runs that "
+            "already use it keep it.",
+        )
+    return redirect(f"{reverse('judging:endpoints')}#endpoint-{endpoint.pk}")
+
+
+@require_POST
+@role_required(ADMIN)
+def endpoint_test(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """One tiny request to the endpoint; the result replaces the button's output (htmx), or a
+    page of its own without JavaScript."""
+    endpoint = get_object_or_404(ModelEndpoint, pk=pk)
+    result = endpoints.endpoint_test_connection(endpoint=endpoint)
+    context = {"endpoint": endpoint, "result": result}
+    if request.htmx:
+        return render(request, "judging/_endpoint_test.html", context)
+    return render(request, "judging/endpoint_test.html", context)

@@ -22,6 +22,8 @@ PAGES = [
     "/manage/audit/",
     "/judging/",
     "/judging/runs/new/judge/",
+    "/judging/endpoints/",
+    "/judging/endpoints/new/",
     "/imports/",
     "/analysis/",
     "/analysis/studies/{study}/",

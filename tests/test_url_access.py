@@ -56,6 +56,8 @@ REAUTH = (LOGIN, 403, 403, 403, REDIRECT, REDIRECT, REDIRECT)
 ENROL = (LOGIN, 200, 200, 200, REDIRECT, REDIRECT, REDIRECT)
 UNENROL = (LOGIN, 404, 404, 404, REDIRECT, REDIRECT, REDIRECT)
 REFUSED = ADMINS[:4]  # anonymous, clinicians and researchers never act on accounts
+# Adding and changing model endpoints: Django's model permissions (the fixture's superuser).
+ENDPOINT_MANAGERS = (LOGIN, 403, 403, 403, 403, 403, 200)
 
 
 @dataclass
@@ -409,6 +411,27 @@ EXPECTED: dict[str, list[Case]] = {
     ],
     "judging/runs/<int:pk>/retry": [
         C("/judging/runs/{run_id}/retry", get=NOT_GET, post=ADMINS_REDIRECT)
+    ],
+    # Endpoints: every admin sees them and may test one (as they may launch runs on it);
+    # adding and changing need Django's model permissions (here: the superuser's). Empty forms
+    # come back with their errors, nothing saved.
+    "judging/endpoints/": [C("/judging/endpoints/", get=ADMINS)],
+    "judging/endpoints/new/": [
+        C("/judging/endpoints/new/", get=ENDPOINT_MANAGERS, post=ENDPOINT_MANAGERS)
+    ],
+    "judging/endpoints/<int:pk>/": [
+        C("/judging/endpoints/{endpoint_id}/", get=ENDPOINT_MANAGERS, post=ENDPOINT_MANAGERS)
+    ],
+    "judging/endpoints/<int:pk>/enabled": [
+        C(
+            "/judging/endpoints/{endpoint_id}/enabled",
+            get=NOT_GET,
+            post=(LOGIN, 403, 403, 403, 403, 403, REDIRECT),
+        )
+    ],
+    # The fixture's endpoint has no key: the test answers "no API key" and sends nothing.
+    "judging/endpoints/<int:pk>/test": [
+        C("/judging/endpoints/{endpoint_id}/test", get=NOT_GET, post=ADMINS)
     ],
     # The schema describes the API's shape, no data.
     "api/schema/": [C("/api/schema/", get=EVERYONE_200)],

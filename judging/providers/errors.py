@@ -8,6 +8,7 @@ from __future__ import annotations
 import email.utils
 import json
 import re
+import socket
 import time
 from collections.abc import Mapping
 from datetime import UTC
@@ -21,7 +22,12 @@ if TYPE_CHECKING:
 
 
 class ProviderError(Exception):
-    """Base of our error classes. Messages are redacted: they never contain the API key."""
+    """Base of our error classes. Messages are redacted: they never contain the API key.
+
+    `reason` says what failed, for people: "status" (the server answered an HTTP error:
+    see status_code), "timeout", "connection", "body" (an answer that could not be read) or
+    "client" (our side: configuration, a missing key).
+    """
 
     def __init__(
         self,
@@ -30,11 +36,13 @@ class ProviderError(Exception):
         endpoint: str = "",
         status_code: int | None = None,
         request_id: str | None = None,
+        reason: str = "",
     ) -> None:
         super().__init__(message)
         self.endpoint = endpoint
         self.status_code = status_code
         self.request_id = request_id
+        self.reason = reason or ("status" if status_code is not None else "client")
         self.attempts = 1
 
 
@@ -143,6 +151,21 @@ def _status_detail(exc: openai.APIStatusError | anthropic.APIStatusError) -> str
     return str(exc.message)[:500]
 
 
+def _connection_detail(exc: BaseException) -> str:
+    """Why a connection failed, from the OS error at the bottom of the SDK's chain: httpx says
+    only "All connection attempts failed" for a refused connection."""
+    link: BaseException | None = exc
+    for _ in range(10):
+        if link is None:
+            break
+        if isinstance(link, ConnectionRefusedError):
+            return f"connection refused ({link})"
+        if isinstance(link, socket.gaierror):
+            return f"host not found ({link})"
+        link = link.__cause__ or link.__context__
+    return str(exc.__cause__ or exc)
+
+
 def map_exception(config: EndpointConfig, exc: BaseException) -> ProviderError | None:
     """Our error for an SDK/asyncio exception, or None when it is not one we know."""
     import anthropic
@@ -152,18 +175,26 @@ def map_exception(config: EndpointConfig, exc: BaseException) -> ProviderError |
         return _map_status(config, exc)
     if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError | TimeoutError):
         return TransientError(
-            f"{config.label}: no answer within {config.timeout:g}s", endpoint=config.label
+            f"{config.label}: no answer within {config.timeout:g}s",
+            endpoint=config.label,
+            reason="timeout",
         )
     if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
-        cause = redact(str(exc.__cause__ or exc), config.api_key)
-        return TransientError(f"{config.label}: connection error: {cause}", endpoint=config.label)
+        cause = redact(_connection_detail(exc), config.api_key)
+        return TransientError(
+            f"{config.label}: connection error: {cause}", endpoint=config.label, reason="connection"
+        )
     if isinstance(exc, json.JSONDecodeError):
         # HTTP 200 with a body that is not JSON (a proxy's error page, a half-written answer):
         # the SDK's decoder raises; the next attempt may well get a proper answer.
-        return TransientError(f"{config.label}: response body is not JSON", endpoint=config.label)
+        return TransientError(
+            f"{config.label}: response body is not JSON", endpoint=config.label, reason="body"
+        )
     if isinstance(exc, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
         # A malformed body from the server: usually a proxy or overloaded server, worth a retry.
-        return TransientError(f"{config.label}: malformed response body", endpoint=config.label)
+        return TransientError(
+            f"{config.label}: malformed response body", endpoint=config.label, reason="body"
+        )
     if isinstance(exc, openai.OpenAIError | anthropic.AnthropicError):
         # Client-side problems: missing key, bad arguments.
         detail = redact(str(exc), config.api_key)

@@ -30,7 +30,9 @@ and anything else from the module that defines it:
 - `storage`: storing outcomes exactly once;
 - `engine`: the work loop (asyncio over HTTP, or one offline vLLM batch);
 - `batch`: batch mode (submit, poll, store, cancel through the providers' batch interfaces);
-- `costs`: what a run would cost, estimated before it is launched.
+- `costs`: what a run would cost, estimated before it is launched;
+- `prices`: an endpoint's prices (its own, else the dated list prices), "unknown" never 0;
+- `endpoints`: endpoints as the admin manages them (save, enable/disable, connection test).
 Patch a module attribute where it is read (e.g. `judging.services.engine.RETRY_BASE_DELAY`,
 `judging.services.claims.LEASE_SECONDS`), not on this package.
 """

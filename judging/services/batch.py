@@ -53,6 +53,7 @@ from .engine import (
     item_messages,
 )
 from .launch import LABELLING_MAX_TOKENS, RunError, endpoint_config, run_fail, run_finalize
+from .prices import endpoint_prices
 from .storage import Outcome, Result
 
 logger = logging.getLogger(__name__)
@@ -96,11 +97,12 @@ def parse_custom_id(value: str) -> tuple[int, int] | None:
 
 
 def load_plan(run: Run) -> RunPlan:
-    """The engine's plan of `run`, priced at the endpoint's batch prices (when set)."""
+    """The engine's plan of `run`, priced at the endpoint's batch prices (its own, else the list
+    price, else the immediate price; 0 when unknown, which the pages say)."""
     plan = RunPlan.load(run)
-    endpoint = run.endpoint
-    plan.price_input = endpoint.price_batch_input_per_mtok or endpoint.price_input_per_mtok
-    plan.price_output = endpoint.price_batch_output_per_mtok or endpoint.price_output_per_mtok
+    price = endpoint_prices(run.endpoint)
+    plan.price_input = price.batch_input or 0.0
+    plan.price_output = price.batch_output or 0.0
     return plan
 
 

@@ -18,6 +18,7 @@ from ..prompts import labelling_messages
 from ..providers import batch as batch_providers
 from .engine import JUDGE_MAX_TOKENS
 from .launch import LABELLING_MAX_TOKENS, endpoint_config, judge_targets
+from .prices import PRICES_TAKEN, endpoint_prices, usd
 
 if TYPE_CHECKING:
     import anthropic
@@ -30,15 +31,18 @@ class CostEstimate:
     """Input tokens of the run's requests and what they and the answers would cost.
 
     Output tokens are not known before the run: `output_tokens` assumes every request uses its
-    full token limit, so the costs are upper bounds for the output side.
+    full token limit, so the costs are upper bounds for the output side. A cost is None when
+    the endpoint's price is unknown (no price of its own and not in the list-price table):
+    never 0 for a model that is not free.
     """
 
     requests: int
     input_tokens: int
     output_tokens: int
     method: str  # "count_tokens" (the provider counted) or "chars/4"
-    immediate_usd: float
-    batch_usd: float
+    immediate_usd: float | None
+    batch_usd: float | None
+    price_source: str = "unknown"  # prices.Prices.source: "endpoint", "list" or "unknown"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -46,9 +50,44 @@ class CostEstimate:
             "input_tokens": self.input_tokens,
             "output_tokens_max": self.output_tokens,
             "method": self.method,
-            "immediate_usd": round(self.immediate_usd, 4),
-            "batch_usd": round(self.batch_usd, 4),
+            "immediate_usd": _rounded(self.immediate_usd),
+            "batch_usd": _rounded(self.batch_usd),
+            "price_source": self.price_source,
         }
+
+
+def _rounded(amount: float | None) -> float | None:
+    return None if amount is None else round(amount, 4)
+
+
+def estimate_display(estimate: dict[str, Any]) -> dict[str, str]:
+    """An estimate (as kept on the run) in words for the pages: integers with thousands
+    separators, money in USD or "price unknown" (estimates kept before prices could be unset
+    hold 0.0 for "no price": shown as unknown too, since nobody set them to 0)."""
+    legacy = "price_source" not in estimate
+
+    def money(key: str) -> str:
+        amount = estimate.get(key)
+        if legacy and not amount:
+            amount = None
+        return usd(amount)
+
+    def count(key: str) -> str:
+        value = estimate.get(key)
+        return f"{int(value):,}" if isinstance(value, int | float) else "—"
+
+    return {
+        "requests": count("requests"),
+        "input_tokens": count("input_tokens"),
+        "output_tokens_max": count("output_tokens_max"),
+        "method": str(estimate.get("method", "")),
+        "immediate": money("immediate_usd"),
+        "batch": money("batch_usd"),
+        "price_source": {
+            "endpoint": "the endpoint's own prices",
+            "list": f"list prices as of {PRICES_TAKEN}",
+        }.get(estimate.get("price_source", ""), "no price known"),
+    }
 
 
 def cost_estimate(
@@ -95,20 +134,15 @@ def cost_estimate(
             logger.info("token counting failed, using chars/4: %s", exc)
     input_tokens = tokens * repeats
     output_tokens = count * repeats * max_tokens
-    immediate = (
-        input_tokens * endpoint.price_input_per_mtok
-        + output_tokens * endpoint.price_output_per_mtok
-    ) / 1_000_000
-    batch_in = endpoint.price_batch_input_per_mtok or endpoint.price_input_per_mtok
-    batch_out = endpoint.price_batch_output_per_mtok or endpoint.price_output_per_mtok
-    batch = (input_tokens * batch_in + output_tokens * batch_out) / 1_000_000
+    price = endpoint_prices(endpoint)
     return CostEstimate(
         requests=count * repeats,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         method=method,
-        immediate_usd=immediate,
-        batch_usd=batch,
+        immediate_usd=price.cost(input_tokens=input_tokens, output_tokens=output_tokens),
+        batch_usd=price.cost(input_tokens=input_tokens, output_tokens=output_tokens, batch=True),
+        price_source=price.source,
     )
 
 

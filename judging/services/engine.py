@@ -36,6 +36,7 @@ from .claims import (
     run_status,
 )
 from .launch import LABELLING_MAX_TOKENS, RunError, endpoint_config, run_fail, run_finalize
+from .prices import endpoint_prices
 from .storage import (
     Outcome,
     Result,
@@ -97,6 +98,7 @@ class RunPlan:
     def load(cls, run: Run) -> RunPlan:
         endpoint = run.endpoint
         offline = endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE
+        price = endpoint_prices(endpoint)
         plan = cls(
             run_id=run.id,
             kind=run.kind,
@@ -108,8 +110,10 @@ class RunPlan:
             max_output_attempts=max(1, run.max_output_attempts),
             concurrency=max(1, run.concurrency),
             rate_limit=run.rate_limit,
-            price_input=endpoint.price_input_per_mtok,
-            price_output=endpoint.price_output_per_mtok,
+            # Unknown prices count as 0 in the items' cost columns; the pages say "price
+            # unknown" for such an endpoint instead of showing that sum.
+            price_input=price.input or 0.0,
+            price_output=price.output or 0.0,
             rater_id=run.rater_id,
             responder_id=run.responder_id,
         )

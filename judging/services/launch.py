@@ -69,8 +69,8 @@ def local_endpoints_register(*, base_url: str, model: str) -> list[ModelEndpoint
     papers' judges were asked, and with the schema as a grammar. Idempotent: a second call
     points the same rows at `base_url`.
 
-    No key (llama.cpp accepts any), no price, a long timeout: the server answers one request at
-    a time on a shared CPU, so queued requests wait their turn.
+    No key (llama.cpp accepts any), a price of 0 (it runs on this machine), a long timeout: the
+    server answers one request at a time on a shared CPU, so queued requests wait their turn.
     """
     if not base_url.startswith(("http://", "https://")):
         raise RunError(f"base URL {base_url!r} must start with http:// or https://")
@@ -91,6 +91,9 @@ def local_endpoints_register(*, base_url: str, model: str) -> list[ModelEndpoint
                 "structured_output": mode,
                 "timeout_s": 600.0,
                 "responder_key": "smollm2_135m",
+                # Free, said so: an unset price would read "price unknown".
+                "price_input_per_mtok": 0.0,
+                "price_output_per_mtok": 0.0,
             },
         )
         registered.append(endpoint)

@@ -173,8 +173,21 @@ def _approx_tokens(text: str) -> int:
 class FakeLLMServer(BatchEndpoints):
     """The fake server; start/stop it in a background thread, or use it as a context manager."""
 
-    def __init__(self, *, delay: float = 0.0, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        delay: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+        models: dict[str, str] | None = None,
+    ) -> None:
         self.delay = delay
+        # As a real provider: with `api_key` set, any other key gets HTTP 401 (echoing the key
+        # it got, as real servers echo part of it); with `models` set (requested name → the
+        # name answered, e.g. "gpt-4o" → "gpt-4o-2024-08-06"), any other model gets HTTP 404.
+        self.api_key = api_key
+        self.models = models
         self.record = True  # keep every request (benchmarks turn it off: 100,000 bodies)
         self.host = host
         self.port = port
@@ -393,9 +406,12 @@ class FakeLLMServer(BatchEndpoints):
             self._count_sent(request, usage["prompt_tokens"], usage["completion_tokens"])
         return web.json_response(payload, status=status, headers=headers)
 
-    @staticmethod
+    def _answered_model(self, body: dict[str, Any]) -> str:
+        requested = body.get("model", "fake-model")
+        return self.models.get(requested, requested) if self.models else requested
+
     def _openai_payload(
-        body: dict[str, Any], texts: list[str], reply: _Reply, request_id: str
+        self, body: dict[str, Any], texts: list[str], reply: _Reply, request_id: str
     ) -> tuple[int, dict[str, Any]]:
         if reply.status != 200:
             error = {
@@ -414,7 +430,7 @@ class FakeLLMServer(BatchEndpoints):
             "id": f"chatcmpl-{request_id}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": body.get("model", "fake-model"),
+            "model": self._answered_model(body),
             "choices": [
                 {
                     "index": 0,
@@ -446,9 +462,8 @@ class FakeLLMServer(BatchEndpoints):
             self._count_sent(request, usage["input_tokens"], usage["output_tokens"])
         return web.json_response(payload, status=status, headers=headers)
 
-    @staticmethod
     def _anthropic_payload(
-        body: dict[str, Any], texts: list[str], reply: _Reply, request_id: str
+        self, body: dict[str, Any], texts: list[str], reply: _Reply, request_id: str
     ) -> tuple[int, dict[str, Any]]:
         if reply.status != 200:
             error = {"type": reply.error_type, "message": reply.error_message}
@@ -489,7 +504,7 @@ class FakeLLMServer(BatchEndpoints):
             "id": f"msg_{request_id}",
             "type": "message",
             "role": "assistant",
-            "model": body.get("model", "fake-model"),
+            "model": self._answered_model(body),
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
@@ -605,6 +620,19 @@ class FakeLLMServer(BatchEndpoints):
         api_key: str,
     ) -> _Reply:
         rate_type = "rate_limit_exceeded" if protocol == "openai" else "rate_limit_error"
+        if self.api_key is not None and api_key != self.api_key:
+            return _Reply(
+                status=401,
+                error_type="authentication_error",
+                error_message=f"Incorrect API key provided: {api_key}.",
+            )
+        if self.models is not None and body.get("model") not in self.models:
+            return _Reply(
+                status=404,
+                error_type="model_not_found" if protocol == "openai" else "not_found_error",
+                error_message=f"The model `{body.get('model')}` does not exist or you do not "
+                "have access to it.",
+            )
         if name == "429" and call <= _n(params, default=1):
             headers: dict[str, str] = {}
             if "retry_after_ms" in params:

@@ -197,7 +197,7 @@ def test_the_run_page_shows_tokens_billed_against_tokens_stored(client, endpoint
     page = client.get(f"/judging/runs/{run.id}/").content.decode()
     assert "tokens in stored results 200 in / 40 out" in page
     assert "Tokens billed (every answer received, stored or not): 400 in / 80 out" in page
-    assert "in 4 answers · $0.0016" in page
+    assert "in 4 answers · 0.0016 USD" in page
     assert "240 tokens billed for answers that no stored result holds" in page
 
 
