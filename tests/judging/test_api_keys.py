@@ -26,7 +26,7 @@ from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.factories import texts_study_make
 
 from .conftest import API_KEY, ROOT
-from .test_services import judge, marker
+from .runs import judge, marker
 
 OTHER_KEY = Fernet.generate_key().decode()
 SHA = hashlib.sha256(API_KEY.encode()).hexdigest()
