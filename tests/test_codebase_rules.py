@@ -69,11 +69,12 @@ def find_violations(source: str, path: str) -> list[str]:
     """'path:line: what' for each break of the two rules in `source`, the text of the module at
     `path` (relative to the repository root, '/'-separated)."""
     tree = ast.parse(source, filename=path)
+    nodes = list(ast.walk(tree))  # walked once, read four times
     me = _module_name(path)
     found: list[str] = []
     modules: dict[str, str] = {}  # local name -> first-party module it is bound to
     os_names: set[str] = set()  # local names of the os module
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "os" or (alias.name.startswith("os.") and not alias.asname):
@@ -96,7 +97,7 @@ def find_violations(source: str, path: str) -> list[str]:
                 ):
                     found.append(f"{path}:{node.lineno}: imports private {full}")
     env_allowed: set[int] = set()  # ids of nodes inside a function allowed to read
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (
             (path, node.name) in ENV_READERS
         ):
@@ -111,7 +112,7 @@ def find_violations(source: str, path: str) -> list[str]:
             and node.args[0].value == "DJANGO_SETTINGS_MODULE"
         ):
             env_allowed.add(id(node.func.value))
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.Attribute):
             continue
         if (
@@ -131,7 +132,7 @@ def find_violations(source: str, path: str) -> list[str]:
                 target = ast.unparse(node.value).replace(root.id, modules[root.id], 1)
                 if target != me:
                     found.append(f"{path}:{node.lineno}: uses private {target}.{node.attr}")
-    for node in ast.walk(tree):
+    for node in nodes:
         patched = _patched(node, modules)
         if patched and patched[0] != me and patched[0].split(".")[0] in PACKAGES:
             found.append(f"{path}:{node.lineno}: patches private {'.'.join(patched)}")
