@@ -335,6 +335,7 @@ def _migrate(target: tuple[str, str]) -> None:
     executor.migrate([target])
 
 
+@pytest.mark.slow  # migrates the test database back and forth
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_encrypts_plaintext_keys_or_stops_with_a_clear_error(settings):
     before, node = _migration_nodes()

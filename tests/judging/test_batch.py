@@ -284,6 +284,7 @@ def test_two_racing_pollers_store_each_result_once(study, endpoint_factory, fake
     assert sum(RunItem.objects.filter(run=run).values_list("billed_completions", flat=True)) == 6
 
 
+@pytest.mark.slow  # kills a poller process mid-download
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_poller_killed_mid_download_loses_and_duplicates_nothing(
