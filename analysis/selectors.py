@@ -126,7 +126,7 @@ def scores_frame(
     attributes = dict(study.rubric.attributes.values_list("id", "name"))
     read = packed_rating_scores(complete, per_rating=len(attributes))
     if read is None:
-        read = _rating_scores(complete)
+        read = plain_rating_scores(complete)
     (conversation, responder, rater), at = read.rating_columns, read.at
     attribute, score = read.attribute, read.value.astype(np.float64)
     if as_published:
@@ -142,9 +142,9 @@ def scores_frame(
     return _frame(study, (conversation, responder, rater), at, attribute, score, attributes)
 
 
-def _rating_scores(ratings: QuerySet[Rating]) -> RatingScores:
+def plain_rating_scores(ratings: QuerySet[Rating]) -> RatingScores:
     """The plain read (SQLite, or scores that cannot be packed): the ratings, then their
-    scores, matched by rating id."""
+    scores, matched by rating id; the same arrays as `copy_read.packed_rating_scores`."""
     rating_id, conversation, responder, rater = plain_columns(
         ratings.values_list(
             "id", "response__conversation_id", "response__responder_id", "rater_id"
@@ -570,7 +570,7 @@ def study_report(
     )
     report: StudyReport | None = cache.get(key)
     if report is None:
-        report = _study_report_build(study, filters, params, version)
+        report = study_report_build(study=study, filters=filters, params=params, version=version)
         cache.set(key, report, timeout=REPORT_CACHE_SECONDS)
     return report
 
@@ -582,9 +582,11 @@ def astuple_params(params: ReportParams) -> tuple[int, int, bool, bool]:
     return (params.n_boot, params.seed, params.as_published, params.two_stage)
 
 
-def _study_report_build(
-    study: Study, filters: Filters, params: ReportParams, version: str
+def study_report_build(
+    *, study: Study, filters: Filters, params: ReportParams, version: str
 ) -> StudyReport:
+    """The dashboard's whole report of a study, computed now (`study_report` caches it under
+    `version`); benchmarks time it uncached."""
     df = scores_frame(study=study, filters=filters, as_published=params.as_published)
     attributes = attribute_names(study=study)
     exclusions = exclusions_for(study=study)

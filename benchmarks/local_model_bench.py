@@ -122,7 +122,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from annotation.models import Rating
-    from judging import local_model, prompts, services
+    from judging import local_model, prompts, services, tasks
     from judging.models import Run, RunItem
     from tests.local_llama import LocalLlama
 
@@ -137,9 +137,9 @@ def main() -> None:
         load_before = harness.load()
         rows = []
         for index, endpoint in enumerate(endpoints):
-            # Launch without enqueuing (eager mode would run it inside the launch), then run
-            # the work loop in the foreground, timed.
-            with mock.patch.object(services.launch, "_enqueue", lambda run_id, count: None):
+            # Launch without sending the work tasks (eager mode would run them inside the
+            # launch), then run the work loop in the foreground, timed.
+            with mock.patch.object(tasks.run_work, "delay", lambda run_id: None):
                 run = services.judge_run_create(
                     study_id=study_id,
                     endpoint=endpoint,

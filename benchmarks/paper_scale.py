@@ -165,8 +165,11 @@ def main() -> None:
     line("reliability report from Postgres, 1,000 resamples", report,
          f" — {report.median / selector.median:.1f}× the selector; target < 3 s")  # fmt: skip
     bundle = harness.median_of(
-        lambda: selectors._study_report_build(
-            study, selectors.Filters(), selectors.ReportParams(n_boot=1000), "bench"
+        lambda: selectors.study_report_build(
+            study=study,
+            filters=selectors.Filters(),
+            params=selectors.ReportParams(n_boot=1000),
+            version="bench",
         ),
         args.runs,
     )

@@ -175,8 +175,11 @@ def main() -> None:
         )
 
     def bundle_from_postgres():
-        return selectors._study_report_build(
-            study, selectors.Filters(), selectors.ReportParams(n_boot=1000), "bench"
+        return selectors.study_report_build(
+            study=study,
+            filters=selectors.Filters(),
+            params=selectors.ReportParams(n_boot=1000),
+            version="bench",
         )
 
     frame = selectors.scores_frame(study=study)

@@ -8,8 +8,8 @@ Needs SECRET_KEY and DATABASE_URL pointing at a migrated database holding a stud
 and judge scores; the tests' synthetic "Small study" (8 conversations, 2 clinicians, 2 judges) is
 made there with:
 
-    python -c 'import django; django.setup(); from tests.analysis import conftest
-    conftest.small_study._get_wrapped_function()(None)'   # DJANGO_SETTINGS_MODULE set
+    python -c 'import django; django.setup(); from tests.factories import small_study_make
+    small_study_make()'   # DJANGO_SETTINGS_MODULE set
 """
 
 from __future__ import annotations

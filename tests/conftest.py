@@ -53,6 +53,11 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["REDIS_URL"] = settings.REDIS_URL = settings.CELERY_BROKER_URL = url
         settings.CACHES["default"]["LOCATION"] = url
         app.conf.broker_url = url
+    # Django's default hasher costs a few hundred milliseconds a password on purpose; tests that
+    # make accounts, sign in or count failed sign-ins would spend most of their time in it.
+    # What they test (who may sign in, lock-outs, resets) is the same with a cheap hasher; the
+    # deployment's hasher is Django's default (mentalbench/settings.py leaves it alone).
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # force_login of staff or an admin-group member signs in with a second factor, as the
     # platform requires of them (tests/second_factor.py).
     from django.test import Client

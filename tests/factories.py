@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from annotation.models import Rater, Study
-    from judging.models import ModelEndpoint
+    from django.contrib.auth.models import User
+
+    from annotation.models import Rater, Rating, Study
+    from judging.models import ModelEndpoint, Run
 
 # The key endpoint_make stores: tests check that it never leaks into pages, logs or errors.
 ENDPOINT_API_KEY = "sk-test-RunKeyThatMustNeverLeak-9876543210abcdef"
@@ -99,17 +102,27 @@ def distortion_study_make(
     return study
 
 
-def clinician_make(*, username: str, password: str = "") -> Rater:
-    """A clinician account (password "pw-<username>" unless given) and its rater."""
+def user_make(*, username: str, password: str = "", role: str = "", **extra: object) -> User:
+    """An account (password "pw-<username>" unless given) with `role` (annotation.roles), no
+    rater: what a page or a permission sees of a person."""
     from django.contrib.auth import get_user_model
 
-    from annotation.models import Rater
-    from annotation.roles import CLINICIAN, role_add
+    from annotation.roles import role_add
 
     user = get_user_model().objects.create_user(
-        username=username, password=password or "pw-" + username
+        username=username, password=password or "pw-" + username, **extra
     )
-    role_add(user=user, role=CLINICIAN)
+    if role:
+        role_add(user=user, role=role)
+    return user
+
+
+def clinician_make(*, username: str, password: str = "") -> Rater:
+    """A clinician account (password "pw-<username>" unless given) and its rater."""
+    from annotation.models import Rater
+    from annotation.roles import CLINICIAN
+
+    user = user_make(username=username, password=password, role=CLINICIAN)
     return Rater.objects.create(kind=Rater.Kind.CLINICIAN, name=username, user=user)
 
 
@@ -123,18 +136,19 @@ def case_reply(c: int, key: str) -> str:
     return f"That sounds hard ({key} {c}). Talk to someone."
 
 
-def texts_study_make(*, texts: dict[str, str]) -> tuple[Study, dict[str, int]]:
+def texts_study_make(*, texts: dict[str, str] | Sequence[str]) -> tuple[Study, dict[str, int]]:
     """One conversation per text, one response each ("Try a regular bedtime. <text>"): returns
-    (study, {label: response id})."""
+    (study, {label: response id}); a list of texts is labelled by position ("0", "1", …)."""
     from annotation.models import Response
 
-    labels = list(texts)
+    by_label = texts if isinstance(texts, dict) else {str(i): t for i, t in enumerate(texts)}
+    labels = list(by_label)
     study = study_make(
         name=f"scenario study {uuid.uuid4().hex[:6]}",
         conversations=len(labels),
         responders=("gpt4o",),
         context=case_context,
-        text=lambda i, key: f"Try a regular bedtime. {texts[labels[i]]}",
+        text=lambda i, key: f"Try a regular bedtime. {by_label[labels[i]]}",
     )
     ids = {
         labels[int(r.conversation.external_id[1:])]: r.id
@@ -160,3 +174,188 @@ def endpoint_make(*, base_url: str, provider: str = "openai", **overrides: objec
     }
     options.update(overrides)
     return ModelEndpoint.objects.create(**options)
+
+
+# The small study's responders: (key, is the human reference, mean quality of its responses).
+SMALL_STUDY_RESPONDERS = [
+    ("original", True, 3.0),
+    ("m1", False, 4.2),
+    ("m2", False, 3.6),
+    ("m3", False, 2.8),
+    ("m4", False, 4.6),
+]
+
+
+@dataclass
+class SmallStudy:
+    study: Study
+    clinicians: list[Rater]
+    judges: list[Rater]
+    n_complete_scores: int
+
+
+def _rating_make(rater, response, scores, attributes, **kwargs) -> Rating:
+    from annotation.models import Rating, Score
+
+    rating = Rating.objects.create(rater=rater, response=response, rationale="why", **kwargs)
+    Score.objects.bulk_create(
+        Score(rating=rating, attribute=a, value=int(v))
+        for a, v in zip(attributes, scores, strict=True)
+    )
+    return rating
+
+
+def small_study_make() -> SmallStudy:
+    """A small synthetic study with everything the dashboards use: texts, conditions, sources,
+    two clinicians (overlapping, with assignments and presentation order), two judges (one with a
+    self-preference exclusion), a draft and an invalid rating that must not count.
+
+    On whatever database Django is set up with (the backup test builds it on a SQLite file from a
+    subprocess); seeded, so every build holds the same scores."""
+    import numpy as np
+    from django.contrib.auth import get_user_model
+
+    from annotation.models import (
+        Assignment,
+        AssignmentItem,
+        Conversation,
+        Rater,
+        Rating,
+        Responder,
+        Response,
+        Study,
+    )
+    from annotation.services import rubric_get_or_create_default
+
+    rng = np.random.default_rng(7)
+    study = Study.objects.create(name="Small study", rubric=rubric_get_or_create_default())
+    attributes = list(study.rubric.attributes.order_by("position"))
+    responders = [
+        Responder.objects.get_or_create(
+            key=key, defaults={"name": key.upper(), "family": f"fam-{key}", "is_reference": ref}
+        )[0]
+        for key, ref, _ in SMALL_STUDY_RESPONDERS
+    ]
+    quality = {key: q for key, _, q in SMALL_STUDY_RESPONDERS}
+    user_a = get_user_model().objects.create_user("dr_a")
+    user_b = get_user_model().objects.create_user("dr_b")
+    clinicians = [
+        Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr_a", user=user_a),
+        Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr_b", user=user_b),
+    ]
+    judges = [
+        Rater.objects.create(kind=Rater.Kind.JUDGE, name="judge-x", excluded_responders=["m1"]),
+        Rater.objects.create(kind=Rater.Kind.JUDGE, name="judge-y"),
+    ]
+    n_scores = 0
+    for c in range(8):
+        conversation = Conversation.objects.create(
+            study=study,
+            external_id=f"c{c}",
+            context=f"I feel worried about exams number {c}.",
+            conditions=["anxiety"] if c % 2 else ["depression", "anxiety"],
+            source="A" if c < 4 else "B",
+        )
+        responses = [
+            Response.objects.create(
+                conversation=conversation,
+                responder=r,
+                text=f"It sounds hard to feel worried about exams {c}, {r.key} suggests a walk.",
+            )
+            for r in responders
+        ]
+        raters = clinicians if c < 4 else clinicians[:1]  # dr_b overlaps on half
+        for rater in raters:
+            assignment = Assignment.objects.create(
+                rater=rater, conversation=conversation, status="submitted"
+            )
+            order = rng.permutation(len(responses))
+            for position, idx in enumerate(order):
+                AssignmentItem.objects.create(
+                    assignment=assignment, response=responses[idx], position=position
+                )
+            for response in responses:
+                base = quality[response.responder.key]
+                scores = np.clip(np.rint(base + rng.normal(0, 0.6, len(attributes))), 1, 5)
+                _rating_make(
+                    rater, response, scores, attributes, status="complete", source="form",
+                    assignment=assignment,
+                )  # fmt: skip
+                n_scores += len(attributes)
+        for shift, judge in zip((0.4, -0.2), judges, strict=True):
+            for response in responses:
+                base = quality[response.responder.key] + shift
+                scores = np.clip(np.rint(base + rng.normal(0, 0.5, len(attributes))), 1, 5)
+                _rating_make(judge, response, scores, attributes, status="complete", source="judge")
+                n_scores += len(attributes)
+    # Neither a draft nor an invalid rating may reach the analysis or the export.
+    extra = Conversation.objects.create(study=study, external_id="draft", context="ctx")
+    response = Response.objects.create(conversation=extra, responder=responders[1], text="t")
+    _rating_make(clinicians[1], response, [1] * 7, attributes, status="draft", source="form")
+    Rating.objects.create(
+        rater=judges[0], response=response, status="invalid", source="judge", raw_output="oops"
+    )
+    return SmallStudy(study, clinicians, judges, n_scores)
+
+
+# Five labelling runs per message, hand-built to hit each final-label rule (Appendix G of the
+# distortions paper); None is an invalid answer.
+DISTORTION_RUNS: dict[str, list[list[str] | None]] = {
+    "m0": [
+        ["Labeling"],
+        ["Labeling", "Mental Filter"],
+        ["Labeling"],
+        ["Labeling"],
+        ["Mind Reading"],
+    ],
+    "m1": [["No Distortion"]] * 5,
+    "m2": [["Mental Filter"], ["Labeling"], ["No Distortion"], ["Overgeneralization"], None],
+    "m3": [["Mental Filter"], ["Labeling"], ["Mind Reading"], ["Overgeneralization"], ["Others"]],
+    "m4": [["Others", "Labeling"], ["Labeling"], ["Labeling"], ["Labeling"], ["Labeling"]],
+}
+# A clinician's labels of three of those messages.
+DISTORTION_CLINICIAN_LABELS = {"m0": ["Labeling"], "m1": ["No Distortion"], "m4": ["Mental Filter"]}
+
+
+def labelled_distortion_study_make() -> tuple[Study, Run]:
+    """The study "CD dashboard": DISTORTION_RUNS as one labelling run of the judge "fake-cd"
+    (five repeats) and DISTORTION_CLINICIAN_LABELS from the clinician "dr-who"."""
+    from annotation.models import Conversation, LabelAnnotation, Rater, Study
+    from annotation.services import study_get_or_create
+    from judging.models import ModelEndpoint, Run
+
+    study, _ = study_get_or_create(
+        name="CD dashboard", kind=Study.Kind.DISTORTION_LABELLING, label_scheme="ranked"
+    )
+    endpoint = ModelEndpoint.objects.create(
+        name="fake-cd", provider="openai", model="fake", family="fake"
+    )
+    judge = Rater.objects.create(kind=Rater.Kind.JUDGE, name="fake-cd")
+    run = Run.objects.create(
+        study=study, endpoint=endpoint, rater=judge, kind="labelling", repeats=5, temperature=0.5
+    )
+    clinician = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr-who")
+    for ext, runs in DISTORTION_RUNS.items():
+        conversation = Conversation.objects.create(
+            study=study, external_id=ext, context=f"message {ext}"
+        )
+        for repeat, labels in enumerate(runs):
+            LabelAnnotation.objects.create(
+                rater=judge,
+                conversation=conversation,
+                run=run,
+                repeat=repeat,
+                status="complete" if labels is not None else "invalid",
+                source="judge",
+                labels=labels or [],
+                others=["Self-Blame"] if labels and "Others" in labels else [],
+            )
+        if ext in DISTORTION_CLINICIAN_LABELS:
+            LabelAnnotation.objects.create(
+                rater=clinician,
+                conversation=conversation,
+                status="complete",
+                source="form",
+                labels=DISTORTION_CLINICIAN_LABELS[ext],
+            )
+    return study, run

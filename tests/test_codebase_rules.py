@@ -1,11 +1,15 @@
-"""Two rules of docs/architecture.md, checked on every module of the apps (migrations aside):
+"""Two rules of docs/architecture.md:
 
 - A module's underscore names are its own: no module imports another module's private name
-  (`from x import _name`) or reads one through a module (`x._name`), a package's own
-  submodules included. Dunder names are public.
-- Settings come from the environment in `mentalbench/settings.py` only; everywhere else reads
-  `django.conf.settings`. The one exception is the deliberate lookup of the environment
-  variable an admin named as an endpoint's API key, `judging.api_keys.environment_value`.
+  (`from x import _name`), reads one through a module (`x._name`) or patches one
+  (`mock.patch("x._name")`, `monkeypatch.setattr(x, "_name", …)`), a package's own submodules
+  included. Dunder names are public. Checked on every module of the apps (migrations aside),
+  of tests/ and of benchmarks/: a test or benchmark that needs a private name tests through the
+  public one instead, or the name becomes public.
+- Settings come from the environment in `mentalbench/settings.py` only; everywhere else in the
+  apps reads `django.conf.settings` (tests and benchmarks set up environments, so they may).
+  The one exception is the deliberate lookup of the environment variable an admin named as an
+  endpoint's API key, `judging.api_keys.environment_value`.
 
 The checks parse the source (ast): nothing is imported, so a violation in a module that no test
 imports is found too. Each finding names file:line.
@@ -20,10 +24,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ("mentalbench", "scoring", "annotation", "judging", "analysis", "accounts")
+# First-party packages whose private names are their own; only the apps' environment reads count.
+PACKAGES = (*APPS, "tests", "benchmarks")
 SETTINGS = "mentalbench/settings.py"
 # (file, function) whose body may read the environment.
 ENV_READERS = {("judging/api_keys.py", "environment_value")}
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb"}
+# Calls that replace an attribute: mock.patch("a.b._c"), mock.patch.object(m, "_c"),
+# monkeypatch.setattr(m, "_c", …) or ("a.b._c", …), monkeypatch.delattr(…).
+PATCHERS = {"patch", "object", "setattr", "delattr"}
 
 
 def _is_private(name: str) -> bool:
@@ -39,7 +48,7 @@ def _module_name(path: str) -> str:
 
 def _is_module(dotted: str) -> bool:
     """Whether `dotted` names a first-party module or package (a file under the apps)."""
-    if dotted.split(".")[0] not in APPS:
+    if dotted.split(".")[0] not in PACKAGES:
         return False
     base = ROOT.joinpath(*dotted.split("."))
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
@@ -60,11 +69,12 @@ def find_violations(source: str, path: str) -> list[str]:
     """'path:line: what' for each break of the two rules in `source`, the text of the module at
     `path` (relative to the repository root, '/'-separated)."""
     tree = ast.parse(source, filename=path)
+    nodes = list(ast.walk(tree))  # walked once, read four times
     me = _module_name(path)
     found: list[str] = []
     modules: dict[str, str] = {}  # local name -> first-party module it is bound to
     os_names: set[str] = set()  # local names of the os module
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "os" or (alias.name.startswith("os.") and not alias.asname):
@@ -82,12 +92,12 @@ def find_violations(source: str, path: str) -> list[str]:
                     modules[alias.asname or alias.name] = full
                 if (
                     _is_private(alias.name)
-                    and source_module.split(".")[0] in APPS
+                    and source_module.split(".")[0] in PACKAGES
                     and source_module != me
                 ):
                     found.append(f"{path}:{node.lineno}: imports private {full}")
     env_allowed: set[int] = set()  # ids of nodes inside a function allowed to read
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (
             (path, node.name) in ENV_READERS
         ):
@@ -102,7 +112,7 @@ def find_violations(source: str, path: str) -> list[str]:
             and node.args[0].value == "DJANGO_SETTINGS_MODULE"
         ):
             env_allowed.add(id(node.func.value))
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.Attribute):
             continue
         if (
@@ -110,6 +120,7 @@ def find_violations(source: str, path: str) -> list[str]:
             and isinstance(node.value, ast.Name)
             and node.value.id in os_names
             and path != SETTINGS
+            and path.split("/")[0] in APPS
             and id(node) not in env_allowed
         ):
             found.append(f"{path}:{node.lineno}: reads the environment ({ast.unparse(node)})")
@@ -121,14 +132,43 @@ def find_violations(source: str, path: str) -> list[str]:
                 target = ast.unparse(node.value).replace(root.id, modules[root.id], 1)
                 if target != me:
                     found.append(f"{path}:{node.lineno}: uses private {target}.{node.attr}")
+    for node in nodes:
+        patched = _patched(node, modules)
+        if patched and patched[0] != me and patched[0].split(".")[0] in PACKAGES:
+            found.append(f"{path}:{node.lineno}: patches private {'.'.join(patched)}")
     return found
 
 
-def _app_modules() -> list[Path]:
+def _patched(node: ast.AST, modules: dict[str, str]) -> tuple[str, str] | None:
+    """(module, private name) that a patching call replaces, if `node` is one."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name not in PATCHERS:
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and "." in first.value:
+        module, _, attr = first.value.rpartition(".")
+        return (module, attr) if _is_private(attr) else None
+    second = node.args[1] if len(node.args) > 1 else None
+    if not (isinstance(second, ast.Constant) and isinstance(second.value, str)):
+        return None
+    if not _is_private(second.value):
+        return None
+    root = first
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not (isinstance(root, ast.Name) and root.id in modules):
+        return None
+    return ast.unparse(first).replace(root.id, modules[root.id], 1), second.value
+
+
+def _modules() -> list[Path]:
     return sorted(
         file
-        for app in APPS
-        for file in (ROOT / app).rglob("*.py")
+        for package in PACKAGES
+        for file in (ROOT / package).rglob("*.py")
         if "migrations" not in file.relative_to(ROOT).parts
     )
 
@@ -136,7 +176,7 @@ def _app_modules() -> list[Path]:
 def test_no_private_names_cross_modules_and_only_settings_reads_the_environment() -> None:
     findings = [
         finding
-        for file in _app_modules()
+        for file in _modules()
         for finding in find_violations(file.read_text(), file.relative_to(ROOT).as_posix())
     ]
     assert not findings, "\n".join(["private names or environment reads:", *findings])
@@ -198,6 +238,32 @@ def test_no_private_names_cross_modules_and_only_settings_reads_the_environment(
             "import os\n\ndef other(name):\n    return os.environ.get(name)\n",
             ["judging/api_keys.py:4: reads the environment (os.environ)"],
         ),
+        (
+            "tests/judging/test_x.py",
+            "from tests.judging.test_y import _helper\n",
+            ["tests/judging/test_x.py:1: imports private tests.judging.test_y._helper"],
+        ),
+        (
+            "benchmarks/x.py",
+            "from analysis import selectors\n\nselectors._build()\n",
+            ["benchmarks/x.py:3: uses private analysis.selectors._build"],
+        ),
+        (
+            "benchmarks/x.py",
+            "from unittest import mock\nfrom judging import services\n\n"
+            "mock.patch.object(services.launch, '_enqueue', None)\n",
+            ["benchmarks/x.py:4: patches private judging.services.launch._enqueue"],
+        ),
+        (
+            "tests/test_x.py",
+            "def test(monkeypatch):\n    monkeypatch.setattr('judging.services.engine._call', 1)\n",
+            ["tests/test_x.py:2: patches private judging.services.engine._call"],
+        ),
+        (
+            "tests/test_x.py",
+            "from unittest import mock\n\nmock.patch('analysis.selectors._read')\n",
+            ["tests/test_x.py:3: patches private analysis.selectors._read"],
+        ),
     ],
 )
 def test_the_check_finds(path: str, source: str, expected: list[str]) -> None:
@@ -222,6 +288,15 @@ def test_the_check_finds(path: str, source: str, expected: list[str]) -> None:
             "import os\n\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'm')\n",
         ),
         ("mentalbench/settings.py", "import os\nDEBUG = os.environ.get('DEBUG')\n"),
+        # Tests and benchmarks set environments up; patching public names is how tests fake.
+        ("tests/test_x.py", "import os\n\nos.environ['DATABASE_URL']\n"),
+        ("benchmarks/x.py", "import os\n\nos.getenv('X')\n"),
+        (
+            "tests/test_x.py",
+            "from analysis import selectors\n\n"
+            "def test(monkeypatch):\n    monkeypatch.setattr(selectors, 'scores_frame', 1)\n",
+        ),
+        ("tests/test_x.py", "def test(monkeypatch):\n    monkeypatch.setattr(obj, '_x', 1)\n"),
         (
             "judging/api_keys.py",
             "import os\n\ndef environment_value(name):\n    return os.environ.get(name)\n",

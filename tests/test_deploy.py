@@ -81,6 +81,7 @@ def test_the_development_key_is_refused_from_a_file_too(tmp_path):
     assert result.returncode == 1 and "the public development key" in result.stderr
 
 
+@pytest.mark.slow  # a `manage.py check` that loads the whole project
 def test_secret_key_from_a_file(tmp_path):
     key_file = tmp_path / "secret"
     key_file.write_text(secrets.token_urlsafe(50) + "\n")
@@ -88,10 +89,12 @@ def test_secret_key_from_a_file(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow  # a `manage.py check` that loads the whole project
 def test_development_may_run_on_the_development_key():
     assert manage("check", env={"DEBUG": "1"}).returncode == 0
 
 
+@pytest.mark.slow  # a `manage.py check` that loads the whole project
 def test_check_deploy_is_clean_with_the_documented_production_environment():
     env = {**PRODUCTION_ENV, "SECRET_KEY": secrets.token_urlsafe(50)}
     result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
@@ -99,6 +102,7 @@ def test_check_deploy_is_clean_with_the_documented_production_environment():
     assert "no issues" in result.stdout
 
 
+@pytest.mark.slow  # a `manage.py check` that loads the whole project
 def test_check_deploy_is_clean_with_e_mail_and_single_sign_on_configured():
     env = {
         **PRODUCTION_ENV,
@@ -145,6 +149,7 @@ def test_a_bad_run_setting_stops_start_up(variable, value, said):
     assert result.returncode != 0 and said in result.stderr
 
 
+@pytest.mark.slow  # a `manage.py check` that loads the whole project
 def test_check_deploy_warns_without_https():
     # The same check is not vacuous: without HTTPS=1 it names what is missing.
     env = {**PRODUCTION_ENV, "HTTPS": "0", "SECRET_KEY": secrets.token_urlsafe(50)}

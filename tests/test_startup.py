@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each test starts `manage.py` processes
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("openai", "anthropic", "scipy")
 

@@ -15,10 +15,11 @@ and every other admin pattern is left to Django.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.utils.encoding import force_bytes
@@ -527,9 +528,24 @@ def test_every_url_pattern_has_an_expectation():
     assert any(admin for _, admin in ALL_ROUTES) and ADMIN_SAMPLE
 
 
+@pytest.fixture(scope="module")
+def world_module(django_db_setup, django_db_blocker) -> Iterator[dict]:
+    """`world`, built once for this module inside a transaction rolled back at its end; each
+    test runs in a savepoint within it, so what one test's requests change, the next never sees.
+    """
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield _world_build()
+        transaction.set_rollback(True)
+
+
 @pytest.fixture
-def world(db, django_user_model) -> dict:
+def world(world_module, db) -> dict:
     """A small real study, each kind of user, and the ids and tokens that fill URL parameters."""
+    return world_module
+
+
+def _world_build() -> dict:
+    from django.contrib.auth import get_user_model
     from knox.models import AuthToken
 
     from annotation.models import (
@@ -555,7 +571,7 @@ def world(db, django_user_model) -> dict:
 
     def user(name: str, role: str | None = None, **flags):
         # No password: every test signs in with force_login (password hashing is slow).
-        u = django_user_model.objects.create_user(username=name, password=None, **flags)
+        u = get_user_model().objects.create_user(username=name, password=None, **flags)
         if role:
             role_add(user=u, role=role)
         return u

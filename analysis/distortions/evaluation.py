@@ -161,7 +161,7 @@ def _class_index(
         raise ValueError(f"{what}: label {exc.args[0]!r} is not in labels {classes}") from None
 
 
-def _weighted_f1_batch_classes(
+def weighted_f1_batch_classes(
     t_idx: NDArray[np.int64], preds: NDArray[np.int64], n_classes: int
 ) -> FloatArray:
     """Weighted F1 of each row of ``preds`` (B, N) against ``t_idx`` (N,) — vectorised."""
@@ -179,7 +179,7 @@ def _weighted_f1_batch_classes(
     return weighted
 
 
-def _weighted_f1_batch_multilabel(truth: NDArray[np.bool_], preds: NDArray[np.bool_]) -> FloatArray:
+def weighted_f1_batch_multilabel(truth: NDArray[np.bool_], preds: NDArray[np.bool_]) -> FloatArray:
     """Weighted F1 of each (N, L) slice of ``preds`` (B, N, L) against ``truth`` (N, L)."""
     tp = (preds & truth[None]).sum(axis=1).astype(float)
     pred_count = preds.sum(axis=1)
@@ -289,7 +289,7 @@ def kappa_f1_report(
         step = max(1, int(5e6 // max(1, truth.size)))
         for b in _chunks(n_sim if n_items else 0, step):
             draws = rng.random((b, *truth.shape)) < q[None, None, :]
-            sims.append(_weighted_f1_batch_multilabel(truth, draws))
+            sims.append(weighted_f1_batch_multilabel(truth, draws))
     else:
         t_list, p_list = list(y_true), list(y_pred)  # type: ignore[arg-type]
         if len(t_list) != len(p_list):
@@ -310,7 +310,7 @@ def kappa_f1_report(
         step = max(1, int(5e6 // max(1, n_items)))
         for b in _chunks(n_sim if n_items else 0, step):
             drawn = rng.choice(len(classes), size=(b, n_items), p=p)
-            sims.append(_weighted_f1_batch_classes(t_idx, drawn, len(classes)))
+            sims.append(weighted_f1_batch_classes(t_idx, drawn, len(classes)))
     simulated = np.concatenate(sims) if sims else np.array([])
     kappa = kappa_f1(f1.value, f1_random)
     return KappaF1Report(

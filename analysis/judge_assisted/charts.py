@@ -27,8 +27,6 @@ def forest_means(means: pd.DataFrame, attributes: Sequence[str]) -> dict[str, An
     )[["responder", "attribute", "method", "estimate_c", "ci_low_c", "ci_high_c"]]
     clinician.columns = assisted.columns
     values = chart_records(pd.concat([clinician, assisted]), list(assisted.columns))
-    y = {"field": "responder", "type": "nominal", "title": None}
-    offset = {"field": "method", "type": "nominal"}
     colour = {
         "field": "method",
         "type": "nominal",
@@ -36,56 +34,23 @@ def forest_means(means: pd.DataFrame, attributes: Sequence[str]) -> dict[str, An
         "scale": {"domain": list(METHOD_COLOURS), "range": list(METHOD_COLOURS.values())},
         "legend": {"orient": "top"},
     }
-    return {
-        "$schema": SCHEMA,
-        "title": "Clinician mean per responder: clinician-only vs judge-assisted 95% CI",
-        "data": {"values": values},
-        "facet": {
-            "field": "attribute",
-            "type": "nominal",
-            "sort": figure2_order(attributes),
-            "title": None,
-        },
-        "columns": 4,
-        "spec": {
-            "width": 200,
-            "height": {"step": 9},
-            "layer": [
-                {
-                    "mark": {"type": "rule", "strokeWidth": 2},
-                    "encoding": {
-                        "y": y,
-                        "yOffset": offset,
-                        "x": {
-                            "field": "ci_low",
-                            "type": "quantitative",
-                            "scale": {"zero": False},
-                            "title": "clinician mean (1–5)",
-                        },
-                        "x2": {"field": "ci_high"},
-                        "color": colour,
-                    },
-                },
-                {
-                    "mark": {"type": "point", "filled": True, "size": 25},
-                    "encoding": {
-                        "y": y,
-                        "yOffset": offset,
-                        "x": {"field": "estimate", "type": "quantitative"},
-                        "color": colour,
-                        "tooltip": [
-                            {"field": "responder"},
-                            {"field": "attribute"},
-                            {"field": "method"},
-                            {"field": "estimate", "format": ".3f"},
-                            {"field": "ci_low", "format": ".3f"},
-                            {"field": "ci_high", "format": ".3f"},
-                        ],
-                    },
-                },
-            ],
-        },
-    }
+    return _interval_facets(
+        title="Clinician mean per responder: clinician-only vs judge-assisted 95% CI",
+        values=values,
+        attributes=attributes,
+        y={"field": "responder", "type": "nominal", "title": None},
+        offset={"field": "method", "type": "nominal"},
+        colour=colour,
+        tooltip=[
+            {"field": "responder"},
+            {"field": "attribute"},
+            {"field": "method"},
+            *ESTIMATE_TOOLTIP,
+        ],
+        width=200,
+        step=9,
+        point_size=25,
+    )
 
 
 SEPARATION_COLOURS = {
@@ -108,12 +73,6 @@ def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict[str,
         ranking.assign(separation=label),
         ["attribute", "place", "responder", "estimate", "ci_low", "ci_high", "separation"],
     )
-    y = {
-        "field": "responder",
-        "type": "nominal",
-        "title": None,
-        "sort": {"field": "place", "order": "ascending"},
-    }
     colour = {
         "field": "separation",
         "type": "nominal",
@@ -121,9 +80,58 @@ def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict[str,
         "scale": {"domain": list(SEPARATION_COLOURS), "range": list(SEPARATION_COLOURS.values())},
         "legend": {"orient": "top"},
     }
-    return {
+    return _interval_facets(
+        title="Ranking by judge-assisted estimate (95% CI), coloured by separation",
+        values=values,
+        attributes=attributes,
+        y={
+            "field": "responder",
+            "type": "nominal",
+            "title": None,
+            "sort": {"field": "place", "order": "ascending"},
+        },
+        colour=colour,
+        tooltip=[
+            {"field": "place"},
+            {"field": "responder"},
+            {"field": "attribute"},
+            *ESTIMATE_TOOLTIP,
+            {"field": "separation"},
+        ],
+        width=160,
+        step=12,
+        point_size=30,
+        independent_y=True,
+    )
+
+
+ESTIMATE_TOOLTIP = [
+    {"field": "estimate", "format": ".3f"},
+    {"field": "ci_low", "format": ".3f"},
+    {"field": "ci_high", "format": ".3f"},
+]
+
+
+def _interval_facets(
+    *,
+    title: str,
+    values: list[dict[str, Any]],
+    attributes: Sequence[str],
+    y: dict[str, Any],
+    colour: dict[str, Any],
+    tooltip: list[dict[str, str]],
+    width: int,
+    step: int,
+    point_size: int,
+    offset: dict[str, Any] | None = None,
+    independent_y: bool = False,
+) -> dict[str, Any]:
+    """One panel per attribute (Figure 2's order), each row an interval (a rule from ci_low to
+    ci_high) with its estimate (a point): what both charts of this module draw."""
+    position = {"y": y, **({"yOffset": offset} if offset else {})}
+    chart: dict[str, Any] = {
         "$schema": SCHEMA,
-        "title": "Ranking by judge-assisted estimate (95% CI), coloured by separation",
+        "title": title,
         "data": {"values": values},
         "facet": {
             "field": "attribute",
@@ -132,42 +140,36 @@ def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict[str,
             "title": None,
         },
         "columns": 4,
-        "resolve": {"scale": {"y": "independent"}},
-        "spec": {
-            "width": 160,
-            "height": {"step": 12},
-            "layer": [
-                {
-                    "mark": {"type": "rule", "strokeWidth": 2},
-                    "encoding": {
-                        "y": y,
-                        "x": {
-                            "field": "ci_low",
-                            "type": "quantitative",
-                            "scale": {"zero": False},
-                            "title": "clinician mean (1–5)",
-                        },
-                        "x2": {"field": "ci_high"},
-                        "color": colour,
-                    },
-                },
-                {
-                    "mark": {"type": "point", "filled": True, "size": 30},
-                    "encoding": {
-                        "y": y,
-                        "x": {"field": "estimate", "type": "quantitative"},
-                        "color": colour,
-                        "tooltip": [
-                            {"field": "place"},
-                            {"field": "responder"},
-                            {"field": "attribute"},
-                            {"field": "estimate", "format": ".3f"},
-                            {"field": "ci_low", "format": ".3f"},
-                            {"field": "ci_high", "format": ".3f"},
-                            {"field": "separation"},
-                        ],
-                    },
-                },
-            ],
-        },
     }
+    if independent_y:
+        chart["resolve"] = {"scale": {"y": "independent"}}
+    chart["spec"] = {
+        "width": width,
+        "height": {"step": step},
+        "layer": [
+            {
+                "mark": {"type": "rule", "strokeWidth": 2},
+                "encoding": {
+                    **position,
+                    "x": {
+                        "field": "ci_low",
+                        "type": "quantitative",
+                        "scale": {"zero": False},
+                        "title": "clinician mean (1–5)",
+                    },
+                    "x2": {"field": "ci_high"},
+                    "color": colour,
+                },
+            },
+            {
+                "mark": {"type": "point", "filled": True, "size": point_size},
+                "encoding": {
+                    **position,
+                    "x": {"field": "estimate", "type": "quantitative"},
+                    "color": colour,
+                    "tooltip": tooltip,
+                },
+            },
+        ],
+    }
+    return chart

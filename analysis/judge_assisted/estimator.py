@@ -369,9 +369,19 @@ def _frame(keys: dict[str, list[Any]], estimated: Estimated, judges: Sequence[st
     return out[seen].reset_index(drop=True)
 
 
-def _listed(labelled: np.ndarray, n_r: int) -> np.ndarray:
-    """The labelled mask per (row, responder), from one per row or one per row and responder."""
-    return labelled if labelled.ndim == 2 else np.repeat(labelled[:, None], n_r, axis=1)
+def _cell_arrays(
+    arrays: CellArrays, attributes: Sequence[str]
+) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(attributes, responders, Y, f, each row's attribute index, the labelled mask per row and
+    responder) of `arrays`: what both tables start from."""
+    attrs = list(attributes)
+    responders = list(arrays.y.columns)
+    y, f = arrays.y.to_numpy(dtype=float), arrays.f.to_numpy(dtype=float)
+    attr_idx = pd.Index(attrs).get_indexer(arrays.y.index.get_level_values("attribute"))
+    labelled = arrays.labelled
+    if labelled.ndim == 1:  # one flag per row: the same for every responder
+        labelled = np.repeat(labelled[:, None], len(responders), axis=1)
+    return attrs, responders, y, f, attr_idx, labelled
 
 
 def means_table(
@@ -383,15 +393,13 @@ def means_table(
     interval: str = "t",
 ) -> pd.DataFrame:
     """One row per responder × attribute (rubric order), contract columns first."""
-    attrs = list(attributes)
-    responders = list(arrays.y.columns)
-    y, f = arrays.y.to_numpy(dtype=float), arrays.f.to_numpy(dtype=float)
-    attr_idx = pd.Index(attrs).get_indexer(arrays.y.index.get_level_values("attribute"))
+    attrs, responders, y, f, attr_idx, listed = _cell_arrays(arrays, attributes)
     n_r = len(responders)
     # cell code = attribute * n_r + responder, one observation per (row, responder)
     cell = (attr_idx[:, None] * n_r + np.arange(n_r)[None, :]).ravel()
-    listed = _listed(arrays.labelled, n_r).ravel()
-    estimated = _estimate(y.ravel(), f.ravel(), listed, cell, len(attrs) * n_r, alpha, interval)
+    estimated = _estimate(
+        y.ravel(), f.ravel(), listed.ravel(), cell, len(attrs) * n_r, alpha, interval
+    )
     keys = {
         "responder": [r for _ in attrs for r in responders],
         "attribute": [a for a in attrs for _ in responders],
@@ -410,16 +418,12 @@ def differences_table(
     """The same estimator on paired differences Y_A − Y_B with f_A − f_B, one row per
     responder pair × attribute (columns ``responder_a``, ``responder_b``, then as
     :func:`means_table`): "A beats B on Safety according to clinicians" when ci_low > 0."""
-    attrs = list(attributes)
-    responders = list(arrays.y.columns)
-    y, f = arrays.y.to_numpy(dtype=float), arrays.f.to_numpy(dtype=float)
+    attrs, responders, y, f, attr_idx, listed_r = _cell_arrays(arrays, attributes)
     a_idx, b_idx = np.triu_indices(len(responders), k=1)
     n_p = a_idx.size
-    attr_idx = pd.Index(attrs).get_indexer(arrays.y.index.get_level_values("attribute"))
     dy = y[:, a_idx] - y[:, b_idx]  # NaN wherever either side is missing
     dfj = f[:, a_idx] - f[:, b_idx]
     cell = (attr_idx[:, None] * n_p + np.arange(n_p)[None, :]).ravel()
-    listed_r = _listed(arrays.labelled, len(responders))
     listed = (listed_r[:, a_idx] & listed_r[:, b_idx]).ravel()
     estimated = _estimate(dy.ravel(), dfj.ravel(), listed, cell, len(attrs) * n_p, alpha, interval)
     keys = {

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET
 
 from analysis import planner
 from analysis.judge_assisted.charts import forest_means, ranking_chart
+from analysis.judge_assisted.estimator import ADJACENT_COLUMNS
 from analysis.judge_assisted.selectors import (
     JudgeAssistedInputError,
     JudgeAssistedReport,
@@ -264,18 +265,8 @@ def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpRes
                 separated=report.adjacent["separated"].map({True: "yes", False: "no", None: ""}),
                 pair=report.adjacent["responder"] + " vs " + report.adjacent["next_responder"],
             ),
-            [
-                "attribute",
-                "place",
-                "pair",
-                "difference",
-                "ci_low",
-                "ci_high",
-                "separated",
-                "n_labelled",
-                "more_clinician_only",
-                "more_judge_assisted",
-            ],
+            # The estimator's columns, the two responders shown as one pair.
+            ["attribute", "place", "pair", *ADJACENT_COLUMNS[4:]],
         ),  # fmt: skip
         "levers": None
         if levers is None

@@ -9,7 +9,14 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from .config import Completion, EndpointConfig, OutputSchema, normalise_finish, split_params
+from .config import (
+    Completion,
+    EndpointConfig,
+    OutputSchema,
+    Request,
+    normalise_finish,
+    sdk_arguments,
+)
 from .errors import TransientError
 
 if TYPE_CHECKING:
@@ -17,13 +24,7 @@ if TYPE_CHECKING:
 
 
 def anthropic_request(
-    config: EndpointConfig,
-    *,
-    system: str | None,
-    turns: list[dict[str, str]],
-    params: dict[str, Any],
-    json_mode: bool,
-    schema: OutputSchema | None = None,
+    config: EndpointConfig, request: Request
 ) -> tuple[list[dict[str, str]], dict[str, Any], OutputSchema | None, bool]:
     """(messages, other body fields, answer tool, prefilled) of a message request.
 
@@ -34,7 +35,8 @@ def anthropic_request(
     endpoint (json_prefill) because it is rejected with extended thinking and by some newer
     models.
     """
-    tool = schema if config.structured_output == "anthropic_tool" else None
+    params = request.params
+    tool = request.schema if config.structured_output == "anthropic_tool" else None
     if tool is not None:
         # Structured output: one tool whose input is the answer, and the model made to call it.
         # (A forced tool call is refused together with extended thinking.)
@@ -49,12 +51,12 @@ def anthropic_request(
             ],
             "tool_choice": {"type": "tool", "name": tool.name},
         }
-    prefill = json_mode and config.json_prefill and tool is None
-    wire = list(turns)
+    prefill = request.json_mode and config.json_prefill and tool is None
+    wire = list(request.turns)
     if prefill:
         wire.append({"role": "assistant", "content": "{"})
-    if system:
-        params = {**params, "system": system}
+    if request.system:
+        params = {**params, "system": request.system}
     return wire, params, tool, prefill
 
 
@@ -109,27 +111,15 @@ def anthropic_completion(
 
 
 async def anthropic_call(
-    client: anthropic.AsyncAnthropic,
-    config: EndpointConfig,
-    *,
-    system: str | None,
-    turns: list[dict[str, str]],
-    params: dict[str, Any],
-    json_mode: bool,
-    schema: OutputSchema | None = None,
+    client: anthropic.AsyncAnthropic, config: EndpointConfig, request: Request
 ) -> Completion:
     """One message through the Anthropic SDK; errors are the SDK's own (see `complete`)."""
-    wire, params, tool, prefill = anthropic_request(
-        config, system=system, turns=turns, params=params, json_mode=json_mode, schema=schema
-    )
-    kwargs, extra = split_params(type(client.messages).create, params)
-    if extra:
-        kwargs["extra_body"] = extra
+    wire, params, tool, prefill = anthropic_request(config, request)
     started = time.perf_counter()
     response = await client.messages.create(
         model=config.model,
         messages=wire,  # type: ignore[arg-type]
-        **kwargs,
+        **sdk_arguments(type(client.messages).create, params),
     )
     latency = time.perf_counter() - started
     return anthropic_completion(

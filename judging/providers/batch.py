@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 from .anthropic_adapter import anthropic_completion, anthropic_request
 from .client import sdk_api_key
-from .config import Completion, EndpointConfig, OutputSchema, request_messages, sampling_params
+from .config import Completion, EndpointConfig, OutputSchema, Request, request_build
 from .errors import ProviderError, TransientError, map_exception, redact
 from .openai_adapter import openai_completion, openai_request
 
@@ -68,29 +68,22 @@ def request_line(
     config: EndpointConfig, *, custom_id: str, system: str, user: str, spec: RequestSpec
 ) -> dict[str, Any]:
     """One request of a batch, in the provider's format."""
-    system_text, turns = request_messages(system=system, user=user, messages=None)
-    params = sampling_params(config, temperature=spec.temperature, max_tokens=spec.max_tokens)
+    request = request_build(
+        config,
+        system=system,
+        user=user,
+        temperature=spec.temperature,
+        max_tokens=spec.max_tokens,
+        json_mode=spec.json_mode,
+        schema=spec.schema,
+    )
     if config.provider == "anthropic":
-        wire, body, _, _ = anthropic_request(
-            config,
-            system=system_text,
-            turns=turns,
-            params=params,
-            json_mode=spec.json_mode,
-            schema=spec.schema,
-        )
+        wire, body, _, _ = anthropic_request(config, request)
         return {
             "custom_id": custom_id,
             "params": {"model": config.model, "messages": wire, **body},
         }
-    wire, body = openai_request(
-        config,
-        system=system_text,
-        turns=turns,
-        params=params,
-        json_mode=spec.json_mode,
-        schema=spec.schema,
-    )
+    wire, body = openai_request(config, request)
     return {
         "custom_id": custom_id,
         "method": "POST",
@@ -101,9 +94,8 @@ def request_line(
 
 def answer_tool(config: EndpointConfig, spec: RequestSpec) -> tuple[OutputSchema | None, bool]:
     """(answer tool, prefilled) of an Anthropic request, to read its results back."""
-    _, _, tool, prefill = anthropic_request(
-        config, system=None, turns=[], params={}, json_mode=spec.json_mode, schema=spec.schema
-    )
+    empty = Request(system=None, turns=[], params={}, json_mode=spec.json_mode, schema=spec.schema)
+    _, _, tool, prefill = anthropic_request(config, empty)
     return tool, prefill
 
 

@@ -8,18 +8,10 @@ that do import them on first use.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from .anthropic_adapter import anthropic_call
-from .config import (
-    Completion,
-    EndpointConfig,
-    Message,
-    OutputSchema,
-    request_messages,
-    sampling_params,
-)
+from .config import CallFields, Completion, EndpointConfig, request_build
 from .errors import PermanentError, ProviderError, map_exception, redact
 from .openai_adapter import openai_call
 
@@ -89,14 +81,8 @@ def sdk_api_key(config: EndpointConfig) -> str:
 async def complete(
     config: EndpointConfig,
     *,
-    system: str | None = None,
-    user: str | None = None,
-    messages: Sequence[Message] | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    json_mode: bool = False,
-    schema: OutputSchema | None = None,
     client: openai.AsyncOpenAI | anthropic.AsyncAnthropic | None = None,
+    **fields: Unpack[CallFields],
 ) -> Completion:
     """One request, no retries. Raises RateLimited, TransientError or PermanentError.
 
@@ -107,8 +93,7 @@ async def complete(
     """
     import anthropic
 
-    system_text, turns = request_messages(system=system, user=user, messages=messages)
-    params = sampling_params(config, temperature=temperature, max_tokens=max_tokens)
+    request = request_build(config, **fields)
     own_client = client is None
     sdk_client = make_client(config) if client is None else client
     is_anthropic = config.provider == "anthropic"
@@ -122,24 +107,8 @@ async def complete(
         # trickles bytes cannot hold a worker forever.
         async with asyncio.timeout(config.timeout):
             if is_anthropic:
-                return await anthropic_call(
-                    sdk_client,  # type: ignore[arg-type]
-                    config,
-                    system=system_text,
-                    turns=turns,
-                    params=params,
-                    json_mode=json_mode,
-                    schema=schema,
-                )
-            return await openai_call(
-                sdk_client,  # type: ignore[arg-type]
-                config,
-                system=system_text,
-                turns=turns,
-                params=params,
-                json_mode=json_mode,
-                schema=schema,
-            )
+                return await anthropic_call(sdk_client, config, request)  # type: ignore[arg-type]
+            return await openai_call(sdk_client, config, request)  # type: ignore[arg-type]
     except ProviderError:
         raise
     except Exception as exc:

@@ -10,7 +10,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 OPENAI_LIKE = frozenset({"openai", "openai_compatible", "vllm"})
 PROVIDERS = OPENAI_LIKE | {"anthropic"}
@@ -207,10 +207,8 @@ def _accepted(method: Callable[..., Any]) -> frozenset[str]:
     return frozenset(inspect.signature(method).parameters)
 
 
-def split_params(
-    method: Callable[..., Any], params: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(named arguments, extra_body) for an SDK method.
+def sdk_arguments(method: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of an SDK method for the request fields `params`.
 
     SDK versions add and drop sampling fields (recent `anthropic` no longer names temperature;
     vLLM takes top_k or repetition_penalty that `openai` does not know). What the method does
@@ -219,4 +217,52 @@ def split_params(
     accepted = _accepted(method)
     named = {k: v for k, v in params.items() if k in accepted}
     extra = {k: v for k, v in params.items() if k not in accepted}
-    return named, extra
+    if extra:
+        named["extra_body"] = extra
+    return named
+
+
+class CallFields(TypedDict, total=False):
+    """What a caller of `complete` / `complete_with_retries` says about one request: `user`
+    (and optionally `system`) or `messages`, and the call's own sampling and answer format."""
+
+    system: str | None
+    user: str | None
+    messages: Sequence[Message] | None
+    temperature: float | None
+    max_tokens: int | None
+    json_mode: bool
+    schema: OutputSchema | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """One request as both adapters and both modes (immediate, batch) build it."""
+
+    system: str | None
+    turns: list[dict[str, str]]
+    params: dict[str, Any]
+    json_mode: bool = False
+    schema: OutputSchema | None = None
+
+
+def request_build(
+    config: EndpointConfig,
+    *,
+    system: str | None = None,
+    user: str | None = None,
+    messages: Sequence[Message] | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    json_mode: bool = False,
+    schema: OutputSchema | None = None,
+) -> Request:
+    """The request a call's fields (`CallFields`) make for this endpoint."""
+    system_text, turns = request_messages(system=system, user=user, messages=messages)
+    return Request(
+        system=system_text,
+        turns=turns,
+        params=sampling_params(config, temperature=temperature, max_tokens=max_tokens),
+        json_mode=json_mode,
+        schema=schema,
+    )

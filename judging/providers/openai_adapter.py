@@ -14,8 +14,9 @@ from .config import (
     Completion,
     EndpointConfig,
     OutputSchema,
+    Request,
     normalise_finish,
-    split_params,
+    sdk_arguments,
 )
 from .errors import PermanentError, TransientError
 
@@ -53,23 +54,18 @@ def openai_structured(config: EndpointConfig, schema: OutputSchema | None) -> di
 
 
 def openai_request(
-    config: EndpointConfig,
-    *,
-    system: str | None,
-    turns: list[dict[str, str]],
-    params: dict[str, Any],
-    json_mode: bool,
-    schema: OutputSchema | None = None,
+    config: EndpointConfig, request: Request
 ) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """(messages, other body fields) of a chat completion, for immediate and batch mode alike."""
     wire: list[dict[str, str]] = []
-    if system:
-        wire.append({"role": "system", "content": system})
-    wire.extend(turns)
-    structured = openai_structured(config, schema)
+    if request.system:
+        wire.append({"role": "system", "content": request.system})
+    wire.extend(request.turns)
+    params = request.params
+    structured = openai_structured(config, request.schema)
     if structured:
         params = {**params, **structured}
-    elif json_mode and config.supports_json_mode:
+    elif request.json_mode and config.supports_json_mode:
         params = {**params, "response_format": {"type": "json_object"}}
     return wire, params
 
@@ -108,27 +104,15 @@ def openai_completion(
 
 
 async def openai_call(
-    client: openai.AsyncOpenAI,
-    config: EndpointConfig,
-    *,
-    system: str | None,
-    turns: list[dict[str, str]],
-    params: dict[str, Any],
-    json_mode: bool,
-    schema: OutputSchema | None = None,
+    client: openai.AsyncOpenAI, config: EndpointConfig, request: Request
 ) -> Completion:
     """One chat completion through the OpenAI SDK; errors are the SDK's own (see `complete`)."""
-    wire, params = openai_request(
-        config, system=system, turns=turns, params=params, json_mode=json_mode, schema=schema
-    )
-    named, extra = split_params(type(client.chat.completions).create, params)
-    if extra:
-        named["extra_body"] = extra
+    wire, params = openai_request(config, request)
     started = time.perf_counter()
     response = await client.chat.completions.create(
         model=config.model,
         messages=wire,  # type: ignore[arg-type]
-        **named,
+        **sdk_arguments(type(client.chat.completions).create, params),
     )
     latency = time.perf_counter() - started
     return openai_completion(

@@ -8,11 +8,11 @@ import asyncio
 import dataclasses
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol, Unpack
 
 from .client import complete, make_client
-from .config import Completion, EndpointConfig, Message, OutputSchema
+from .config import CallFields, Completion, EndpointConfig
 from .errors import PermanentError, ProviderError, RateLimited, TransientError
 
 if TYPE_CHECKING:
@@ -45,13 +45,6 @@ def backoff_delay(
 async def complete_with_retries(
     config: EndpointConfig,
     *,
-    system: str | None = None,
-    user: str | None = None,
-    messages: Sequence[Message] | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    json_mode: bool = False,
-    schema: OutputSchema | None = None,
     client: openai.AsyncOpenAI | anthropic.AsyncAnthropic | None = None,
     max_attempts: int = 5,
     base_delay: float = 0.5,
@@ -59,6 +52,7 @@ async def complete_with_retries(
     limiter: Limiter | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rng: Callable[[], float] = random.random,
+    **fields: Unpack[CallFields],
 ) -> Completion:
     """`complete` with retries: the one place where LLM calls are retried.
 
@@ -80,17 +74,7 @@ async def complete_with_retries(
             if limiter is not None:
                 await limiter.acquire()
             try:
-                result = await complete(
-                    config,
-                    system=system,
-                    user=user,
-                    messages=messages,
-                    temperature=temperature,
-                    max_tokens=max_tokens,
-                    json_mode=json_mode,
-                    schema=schema,
-                    client=sdk_client,
-                )
+                result = await complete(config, client=sdk_client, **fields)
                 return dataclasses.replace(result, attempts=attempt)
             except PermanentError as exc:
                 exc.attempts = attempt

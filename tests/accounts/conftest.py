@@ -1,10 +1,9 @@
 import pytest
 
-from annotation.roles import CLINICIAN, role_add
+from annotation.roles import CLINICIAN
+from tests.factories import user_make
 
 
 @pytest.fixture
 def clinician(django_user_model):
-    user = django_user_model.objects.create_user("cleo", password="pw-cleo-long-enough")
-    role_add(user=user, role=CLINICIAN)
-    return user
+    return user_make(username="cleo", password="pw-cleo-long-enough", role=CLINICIAN)

@@ -89,7 +89,7 @@ def test_a_sqlite_backup_gives_the_same_report(tmp_path):
         assert done.returncode == 0, done.stderr.decode()
     build = (
         "import django; django.setup(); "
-        "from tests.analysis.conftest import small_study_build; small_study_build()"
+        "from tests.factories import small_study_make; small_study_make()"
     )
     done = subprocess.run(
         [sys.executable, "-c", build],

@@ -23,7 +23,6 @@ from annotation.models import (
     Rating,
     RatingChange,
 )
-from tests.analysis.test_distortion_views import cd_study  # noqa: F401 - fixture
 
 EVIL_ID = "=cmd|' /C calc'!A0"
 EVIL_SOURCE = "@evil"
@@ -137,7 +136,7 @@ def test_audit_csvs(client, staff_user, poisoned):
     assert_safe(client.get(url, {"format": "labels-csv"}).content.decode(), EVIL_ID, "-x")
 
 
-def test_distortion_downloads(client, researcher, cd_study):  # noqa: F811 - fixture
+def test_distortion_downloads(client, researcher, cd_study):
     study, run = cd_study
     Conversation.objects.filter(study=study, external_id="m0").update(external_id="=m0")
     LabelAnnotation.objects.filter(conversation__study=study, others=["Self-Blame"]).update(

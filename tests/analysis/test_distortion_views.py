@@ -14,64 +14,10 @@ from analysis.distortions.consistency import per_label_fleiss
 from analysis.distortions.splits import stratified_split
 from analysis.models import ExportLog, RaterCode
 from analysis.pseudonyms import rater_codes_ensure
-from annotation.models import Conversation, LabelAnnotation, Rater, Study
-from annotation.services import study_get_or_create
-from judging.models import ModelEndpoint, Run
+from annotation.models import LabelAnnotation, Rater
+from tests.factories import DISTORTION_CLINICIAN_LABELS, DISTORTION_RUNS
 
-# Five runs per message, hand-built to hit each Appendix G rule.
-RUNS = {
-    "m0": [
-        ["Labeling"],
-        ["Labeling", "Mental Filter"],
-        ["Labeling"],
-        ["Labeling"],
-        ["Mind Reading"],
-    ],
-    "m1": [["No Distortion"]] * 5,
-    "m2": [["Mental Filter"], ["Labeling"], ["No Distortion"], ["Overgeneralization"], None],
-    "m3": [["Mental Filter"], ["Labeling"], ["Mind Reading"], ["Overgeneralization"], ["Others"]],
-    "m4": [["Others", "Labeling"], ["Labeling"], ["Labeling"], ["Labeling"], ["Labeling"]],
-}
-CLINICIAN = {"m0": ["Labeling"], "m1": ["No Distortion"], "m4": ["Mental Filter"]}
-
-
-@pytest.fixture
-def cd_study(db):
-    study, _ = study_get_or_create(
-        name="CD dashboard", kind=Study.Kind.DISTORTION_LABELLING, label_scheme="ranked"
-    )
-    endpoint = ModelEndpoint.objects.create(
-        name="fake-cd", provider="openai", model="fake", family="fake"
-    )
-    judge = Rater.objects.create(kind=Rater.Kind.JUDGE, name="fake-cd")
-    run = Run.objects.create(
-        study=study, endpoint=endpoint, rater=judge, kind="labelling", repeats=5, temperature=0.5
-    )
-    clinician = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr-who")
-    for ext, runs in RUNS.items():
-        conversation = Conversation.objects.create(
-            study=study, external_id=ext, context=f"message {ext}"
-        )
-        for repeat, labels in enumerate(runs):
-            LabelAnnotation.objects.create(
-                rater=judge,
-                conversation=conversation,
-                run=run,
-                repeat=repeat,
-                status="complete" if labels is not None else "invalid",
-                source="judge",
-                labels=labels or [],
-                others=["Self-Blame"] if labels and "Others" in labels else [],
-            )
-        if ext in CLINICIAN:
-            LabelAnnotation.objects.create(
-                rater=clinician,
-                conversation=conversation,
-                status="complete",
-                source="form",
-                labels=CLINICIAN[ext],
-            )
-    return study, run
+RUNS, CLINICIAN = DISTORTION_RUNS, DISTORTION_CLINICIAN_LABELS
 
 
 def test_report_feeds_the_pure_functions_with_runs_in_repeat_order(cd_study):

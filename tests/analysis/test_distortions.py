@@ -32,10 +32,10 @@ from analysis.distortions.consistency import (
     per_label_fleiss,
 )
 from analysis.distortions.evaluation import (
-    _weighted_f1_batch_classes,
-    _weighted_f1_batch_multilabel,
     clinician_agreement,
     kappa_f1_report,
+    weighted_f1_batch_classes,
+    weighted_f1_batch_multilabel,
 )
 from analysis.distortions.labels import (
     NOT_SURE_IF_DISTORTION,
@@ -579,12 +579,12 @@ def test_vectorised_batch_f1_matches_sklearn() -> None:
     rng = np.random.default_rng(4)
     t = rng.integers(0, 4, 200)
     preds = rng.integers(0, 4, (5, 200))
-    batch = _weighted_f1_batch_classes(t, preds, 4)
+    batch = weighted_f1_batch_classes(t, preds, 4)
     for row, value in zip(preds, batch, strict=True):
         assert value == pytest.approx(sk_metrics.f1_score(t, row, average="weighted"))
     truth = rng.random((200, 4)) < 0.3
     draws = rng.random((5, 200, 4)) < 0.3
-    batch = _weighted_f1_batch_multilabel(truth, draws)
+    batch = weighted_f1_batch_multilabel(truth, draws)
     for row, value in zip(draws, batch, strict=True):
         assert value == pytest.approx(sk_metrics.f1_score(truth, row, average="weighted"))
 

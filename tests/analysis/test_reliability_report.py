@@ -18,7 +18,7 @@ from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import attribute_names, scores_frame
 from tests.conftest import REFERENCE
 
-# The MentalAlign study comes from mentalalign_module (tests/analysis/conftest.py), rolled back at
+# The MentalAlign study comes from mentalalign_module (tests/conftest.py), rolled back at
 # the end of this module. django_db on every test keeps the module's tests together: pytest-django
 # runs unmarked tests last, which would split the module and its open transaction.
 # Slow: each module imports the released 70k-row workbooks.

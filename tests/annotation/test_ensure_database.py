@@ -10,7 +10,10 @@ import uuid
 from pathlib import Path
 
 import psycopg
+import pytest
 from django.conf import settings
+
+pytestmark = pytest.mark.slow  # creates and drops databases through `manage.py` processes
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -138,9 +138,9 @@ class BatchEndpoints:
         reply, name, params, call = self._scripted(  # type: ignore[attr-defined]
             protocol=batch.protocol, body=body, texts=texts, headers={}, api_key=batch.api_key
         )
-        from tests.fakes.llm_server import _n
+        from tests.fakes.llm_server import failing_calls
 
-        if name == "batch_expired" and call <= _n(params, default=1):
+        if name == "batch_expired" and call <= failing_calls(params, default=1):
             batch.counts["expired"] += 1
             if openai_style:
                 error = {
@@ -401,9 +401,9 @@ class BatchEndpoints:
     async def _count_tokens(self, request: web.Request) -> web.Response:
         self.batch_calls["messages.count_tokens"] += 1
         body = await request.json()
-        from tests.fakes.llm_server import _approx_tokens
+        from tests.fakes.llm_server import approx_tokens
 
-        tokens = sum(_approx_tokens(text) for text in _texts(body, False))
+        tokens = sum(approx_tokens(text) for text in _texts(body, False))
         return web.json_response({"input_tokens": tokens})
 
     def _anthropic_object(self, batch: FakeBatch, request: web.Request) -> dict[str, Any]:
@@ -431,9 +431,9 @@ class BatchEndpoints:
 
 
 def _texts(body: dict[str, Any], openai_style: bool) -> list[str]:
-    from tests.fakes.llm_server import _anthropic_texts, _openai_texts
+    from tests.fakes.llm_server import anthropic_texts, openai_texts
 
-    return _openai_texts(body) if openai_style else _anthropic_texts(body)
+    return openai_texts(body) if openai_style else anthropic_texts(body)
 
 
 def _not_found(what: str) -> web.Response:

@@ -165,7 +165,7 @@ def _forced_tool(body: dict[str, Any]) -> dict[str, Any] | None:
     return next((t for t in body.get("tools") or [] if t.get("name") == choice.get("name")), None)
 
 
-def _approx_tokens(text: str) -> int:
+def approx_tokens(text: str) -> int:
     # About four characters per token for English, as tokenizers give on average.
     return max(1, (len(text) + 3) // 4)
 
@@ -388,7 +388,7 @@ class FakeLLMServer(BatchEndpoints):
 
     async def _openai_answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        texts = _openai_texts(body)
+        texts = openai_texts(body)
         reply, name = await self._decide(
             request,
             protocol="openai",
@@ -421,11 +421,11 @@ class FakeLLMServer(BatchEndpoints):
                 "code": reply.error_type,
             }
             return reply.status, {"error": error}
-        prompt_tokens = sum(_approx_tokens(t) for t in texts)
+        prompt_tokens = sum(approx_tokens(t) for t in texts)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
         if reply.reasoning is not None:
             message["reasoning_content"] = reply.reasoning
-        completion_tokens = _approx_tokens(reply.text + (reply.reasoning or ""))
+        completion_tokens = approx_tokens(reply.text + (reply.reasoning or ""))
         return 200, {
             "id": f"chatcmpl-{request_id}",
             "object": "chat.completion",
@@ -448,7 +448,7 @@ class FakeLLMServer(BatchEndpoints):
 
     async def _anthropic_answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        texts = _anthropic_texts(body)
+        texts = anthropic_texts(body)
         reply, name = await self._decide(
             request, protocol="anthropic", body=body, texts=texts, max_tokens=body.get("max_tokens")
         )
@@ -509,8 +509,8 @@ class FakeLLMServer(BatchEndpoints):
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": sum(_approx_tokens(t) for t in texts),
-                "output_tokens": _approx_tokens(text + (reply.reasoning or "")),
+                "input_tokens": sum(approx_tokens(t) for t in texts),
+                "output_tokens": approx_tokens(text + (reply.reasoning or "")),
             },
         }
 
@@ -538,7 +538,7 @@ class FakeLLMServer(BatchEndpoints):
         )
         if self.delay:
             await asyncio.sleep(self.delay)
-        if reply.status == 200 and name == "slow" and call <= _n(params, default=1):
+        if reply.status == 200 and name == "slow" and call <= failing_calls(params, default=1):
             await asyncio.sleep(float(params.get("delay", 5)))
         with self._lock:
             self._held[id(request)] = request
@@ -633,7 +633,7 @@ class FakeLLMServer(BatchEndpoints):
                 error_message=f"The model `{body.get('model')}` does not exist or you do not "
                 "have access to it.",
             )
-        if name == "429" and call <= _n(params, default=1):
+        if name == "429" and call <= failing_calls(params, default=1):
             headers: dict[str, str] = {}
             if "retry_after_ms" in params:
                 headers["retry-after-ms"] = params["retry_after_ms"]
@@ -648,7 +648,7 @@ class FakeLLMServer(BatchEndpoints):
                 error_message="Rate limit reached for requests. Please try again later.",
                 headers=headers,
             )
-        if name == "500" and call <= _n(params, default=1):
+        if name == "500" and call <= failing_calls(params, default=1):
             status = int(params.get("status", 500))
             kind = "overloaded_error" if status == 529 else "api_error"
             return _Reply(
@@ -656,13 +656,13 @@ class FakeLLMServer(BatchEndpoints):
                 error_type="server_error" if protocol == "openai" else kind,
                 error_message="The server had an error while processing your request.",
             )
-        if name == "400" and call <= _n(params, default=None):
+        if name == "400" and call <= failing_calls(params, default=None):
             return _Reply(
                 status=400,
                 error_type="invalid_request_error",
                 error_message="Invalid request: 'messages' is malformed.",
             )
-        if name == "401" and call <= _n(params, default=None):
+        if name == "401" and call <= failing_calls(params, default=None):
             return _Reply(
                 status=401,
                 error_type="authentication_error",
@@ -688,7 +688,7 @@ class FakeLLMServer(BatchEndpoints):
             entry = entries[(call - 1) % len(entries)].replace("_", " ")
             return _Reply(text="" if entry == "EMPTY" else entry)
         answer, as_json = _default_answer(prompt)
-        if name == "batch_error" and call <= _n(params, default=1):
+        if name == "batch_error" and call <= failing_calls(params, default=1):
             return _Reply(
                 status=500,
                 error_type="server_error" if protocol == "openai" else "api_error",
@@ -698,7 +698,7 @@ class FakeLLMServer(BatchEndpoints):
             return _Reply(text=answer)
         if name == "batch_expired":  # expiry is decided by the batch endpoints
             return _Reply(text=answer)
-        if "n" in params and call > _n(params, default=None):
+        if "n" in params and call > failing_calls(params, default=None):
             if params.get("then") == "500":  # an unusable answer, then a server that fails
                 return _Reply(
                     status=500,
@@ -760,7 +760,7 @@ class FakeLLMServer(BatchEndpoints):
             }
             return _Reply(text=json.dumps(scored))
         if name == "revised":
-            if call > _n(params, default=None):
+            if call > failing_calls(params, default=None):
                 return _Reply(text=answer)
             first = {k: (1 if isinstance(v, int) else v) for k, v in as_json.items()}
             second = {k: (5 if isinstance(v, int) else v) for k, v in as_json.items()}
@@ -785,7 +785,7 @@ def _raw_response(reply: _Reply, headers: dict[str, str]) -> web.Response:
     return web.Response(text=reply.raw_body or "", content_type=reply.content_type, headers=headers)
 
 
-def _n(params: dict[str, str], *, default: int | None) -> float:
+def failing_calls(params: dict[str, str], *, default: int | None) -> float:
     """How many calls of a marker get the scripted failure ("all" or absent default = always)."""
     raw = params.get("n")
     if raw is None:
@@ -793,11 +793,11 @@ def _n(params: dict[str, str], *, default: int | None) -> float:
     return float("inf") if raw == "all" else int(raw)
 
 
-def _openai_texts(body: dict[str, Any]) -> list[str]:
+def openai_texts(body: dict[str, Any]) -> list[str]:
     return [_content_text(m.get("content")) for m in body.get("messages") or []]
 
 
-def _anthropic_texts(body: dict[str, Any]) -> list[str]:
+def anthropic_texts(body: dict[str, Any]) -> list[str]:
     system = body.get("system")
     texts = [_content_text(system)] if system else []
     return texts + [_content_text(m.get("content")) for m in body.get("messages") or []]

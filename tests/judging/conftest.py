@@ -27,13 +27,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def _limiter_redis_db(settings) -> None:
+def _limiter_redis_db(request: pytest.FixtureRequest) -> None:
+    if not request.config.pluginmanager.hasplugin("django"):
+        return  # the provider tests run with -p no:django: no settings, no run services
     # Rate-limit keys of in-process runs go to the test Redis db, never to db 0.
-    settings.JUDGING_RATELIMIT_REDIS_URL = LIMITER_REDIS_URL
+    request.getfixturevalue("settings").JUDGING_RATELIMIT_REDIS_URL = LIMITER_REDIS_URL
 
 
 @pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fast_retries(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
     from judging.services import engine
 
     monkeypatch.setattr(engine, "RETRY_BASE_DELAY", 0.01)

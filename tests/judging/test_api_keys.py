@@ -26,7 +26,7 @@ from tests.conftest import TEST_ENCRYPTION_KEY
 from tests.factories import texts_study_make
 
 from .conftest import API_KEY, ROOT
-from .test_services import judge, marker
+from .runs import judge, marker
 
 OTHER_KEY = Fernet.generate_key().decode()
 SHA = hashlib.sha256(API_KEY.encode()).hexdigest()
@@ -335,6 +335,7 @@ def _migrate(target: tuple[str, str]) -> None:
     executor.migrate([target])
 
 
+@pytest.mark.slow  # migrates the test database back and forth
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_encrypts_plaintext_keys_or_stops_with_a_clear_error(settings):
     before, node = _migration_nodes()

@@ -20,7 +20,6 @@ from django.db import connection, transaction
 from annotation.models import Rating, Score
 from judging import selectors, services
 from judging.models import ProviderBatch, Run, RunItem
-from judging.prompts import DEFAULT_RUBRIC
 from judging.providers import batch as batch_providers
 from judging.services import batch, costs
 from tests.factories import (
@@ -30,15 +29,9 @@ from tests.factories import (
     study_make,
     texts_study_make,
 )
-from tests.fakes.llm_server import scenario
 
 from .conftest import ROOT, wait_for
-
-ATTRIBUTES = [a["name"] for a in DEFAULT_RUBRIC]
-
-
-def marker(name: str, **params: object) -> str:
-    return scenario(name, key=uuid.uuid4().hex[:10], **params)
+from .runs import ATTRIBUTES, batch_endpoint, launch, marker, poll_until_settled, script
 
 
 @pytest.fixture(autouse=True)
@@ -46,29 +39,6 @@ def _fresh_batches(fake_llm):
     fake_llm.reset_batches()
     yield
     fake_llm.reset_batches()
-
-
-def batch_endpoint(endpoint_factory, provider: str):
-    return endpoint_factory(
-        provider, price_batch_input_per_mtok=1.25, price_batch_output_per_mtok=5.0
-    )
-
-
-def launch(study, endpoint, **options) -> Run:
-    run = services.judge_run_create(
-        study_id=study.id, endpoint=endpoint, mode=Run.Mode.BATCH, **options
-    )
-    batch.run_submit(run_id=run.id)  # the task its launch sends on commit
-    return run
-
-
-def poll_until_settled(run: Run, *, rounds: int = 20) -> Run:
-    for _ in range(rounds):
-        batch.batches_poll(force=True)
-        run.refresh_from_db()
-        if not run.is_active:
-            return run
-    raise AssertionError(f"run {run.id} still {run.status} after {rounds} polls")
 
 
 def complete_ratings(run: Run) -> list[Rating]:
@@ -314,6 +284,7 @@ def test_two_racing_pollers_store_each_result_once(study, endpoint_factory, fake
     assert sum(RunItem.objects.filter(run=run).values_list("billed_completions", flat=True)) == 6
 
 
+@pytest.mark.slow  # kills a poller process mid-download
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_poller_killed_mid_download_loses_and_duplicates_nothing(
@@ -591,8 +562,6 @@ def test_a_batch_run_submits_within_a_minute_beside_a_long_immediate_run(
 
 def test_generation_and_labelling_runs_in_batch_mode(endpoint_factory, fake_llm):
     from annotation.models import LabelAnnotation, Response
-
-    from .test_labelling_runs import script
 
     study = study_make(
         name=f"gen {uuid.uuid4().hex[:6]}",

@@ -6,8 +6,6 @@ LabelAnnotations of the endpoint's judge rater, one per (message, repeat).
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from django.urls import reverse
 
@@ -18,19 +16,8 @@ from judging import services
 from judging.models import Run, RunItem
 from scoring.label_parsing import parse_label_output
 from tests.factories import distortion_study_make
-from tests.fakes.llm_server import scenario
 
-
-def script(*answers: str) -> str:
-    entries = "|".join(a.replace(" ", "_") if a else "EMPTY" for a in answers)
-    return scenario("labels", key=uuid.uuid4().hex[:10], script=entries)
-
-
-def label(study, endpoint, **options) -> Run:
-    run = services.labelling_run_create(study_id=study.id, endpoint=endpoint, **options)
-    services.run_work(run_id=run.id)
-    run.refresh_from_db()
-    return run
+from .runs import label, script
 
 
 @pytest.mark.django_db(transaction=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import threading
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -19,24 +18,11 @@ from django.utils import timezone
 from annotation.models import Rating
 from judging import selectors, services, tasks
 from judging.models import Run, RunItem
-from tests.factories import case_context, case_reply, study_make
-from tests.fakes.llm_server import FakeLLMServer, scenario
+from tests.factories import case_context, case_reply, study_make, texts_study_make
+from tests.fakes.llm_server import FakeLLMServer
 
 from .conftest import wait_for
-
-
-def marker(name: str, **params: object) -> str:
-    return scenario(name, key=uuid.uuid4().hex[:10], **params)
-
-
-def texts_study(texts: list[str]):
-    return study_make(
-        name=f"liveness {uuid.uuid4().hex[:6]}",
-        conversations=len(texts),
-        responders=("gpt4o",),
-        text=lambda i, key: f"Try a regular bedtime. {texts[i]}",
-        context=case_context,
-    )
+from .runs import marker
 
 
 def in_thread(run_id: int) -> threading.Thread:
@@ -55,7 +41,9 @@ def in_thread(run_id: int) -> threading.Thread:
 
 
 def test_a_body_that_is_not_json_fails_its_item_and_the_run_still_ends(endpoint_factory):
-    study = texts_study([marker("not_json", n="all"), marker("not_json", n=1, html=1), "fine"])
+    study = texts_study_make(
+        texts=[marker("not_json", n="all"), marker("not_json", n=1, html=1), "fine"]
+    )[0]
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory("openai"))
     services.run_work(run_id=run.id)
     run.refresh_from_db()
@@ -69,7 +57,7 @@ def test_a_body_that_is_not_json_fails_its_item_and_the_run_still_ends(endpoint_
 
 
 def test_an_unexpected_error_in_one_item_fails_that_item_only(endpoint_factory, monkeypatch):
-    study = texts_study(["first", "second", "third"])
+    study = texts_study_make(texts=["first", "second", "third"])[0]
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory("anthropic"))
     broken = RunItem.objects.filter(run=run).order_by("id")[1].id
     real = services.item_messages
@@ -92,7 +80,7 @@ def test_an_unexpected_error_in_one_item_fails_that_item_only(endpoint_factory, 
 def test_an_unusable_answer_then_provider_failure_keeps_the_answer_as_an_invalid_rating(
     endpoint_factory,
 ):
-    study = texts_study([marker("missing_keys", n=1, then=500)])
+    study = texts_study_make(texts=[marker("missing_keys", n=1, then=500)])[0]
     run = services.judge_run_create(
         study_id=study.id, endpoint=endpoint_factory("openai"), max_output_attempts=3
     )
@@ -132,7 +120,7 @@ def test_concurrency_bounds_the_run_across_every_loop(endpoint_factory):
 
 
 def test_claims_never_exceed_the_run_concurrency_except_for_offline_batches(endpoint_factory):
-    study = texts_study(["a", "b", "c", "d", "e", "f"])
+    study = texts_study_make(texts=["a", "b", "c", "d", "e", "f"])[0]
     run = services.judge_run_create(
         study_id=study.id, endpoint=endpoint_factory("openai"), concurrency=2
     )
@@ -153,7 +141,7 @@ def test_every_completion_received_is_billed_even_when_its_result_is_not_stored(
     endpoint_factory,
 ):
     with FakeLLMServer(delay=1.0) as server:
-        study = texts_study(["only item"])
+        study = texts_study_make(texts=["only item"])[0]
         endpoint = endpoint_factory("openai", base_url=server.openai_base_url)
         run = services.judge_run_create(study_id=study.id, endpoint=endpoint)
         item = RunItem.objects.get(run=run)
@@ -182,7 +170,7 @@ def test_every_completion_received_is_billed_even_when_its_result_is_not_stored(
 def test_the_run_page_shows_tokens_billed_against_tokens_stored(client, endpoint_factory):
     from django.contrib.auth.models import User
 
-    study = texts_study(["a", "b"])
+    study = texts_study_make(texts=["a", "b"])[0]
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory("openai"))
     RunItem.objects.filter(run=run).update(
         status="done", input_tokens=100, output_tokens=20, cost_usd=0.0004
@@ -204,7 +192,7 @@ def test_the_run_page_shows_tokens_billed_against_tokens_stored(client, endpoint
 def test_the_run_page_says_when_no_worker_has_reported_for_a_lease(client, endpoint_factory):
     from django.contrib.auth.models import User
 
-    study = texts_study(["a"])
+    study = texts_study_make(texts=["a"])[0]
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory("openai"))
     client.force_login(User.objects.create_superuser("boss", "b@example.org", "pw-1234567"))
     assert "No worker has reported" not in client.get(f"/judging/runs/{run.id}/").content.decode()
@@ -235,7 +223,7 @@ def sent_tasks(monkeypatch) -> list[int]:
 def test_sweeper_restarts_a_running_run_whose_loops_all_died(
     endpoint_factory, sent_tasks, django_capture_on_commit_callbacks
 ):
-    study = texts_study(["a", "b", "c"])
+    study = texts_study_make(texts=["a", "b", "c"])[0]
     run = services.judge_run_create(
         study_id=study.id, endpoint=endpoint_factory("openai"), parallel_tasks=2
     )
@@ -255,7 +243,7 @@ def test_sweeper_restarts_a_running_run_whose_loops_all_died(
 
 
 def test_sweeper_cancels_a_cancelling_run_whose_worker_died(endpoint_factory):
-    study = texts_study(["a", "b"])
+    study = texts_study_make(texts=["a", "b"])[0]
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory("openai"))
     services.items_claim(run_id=run.id, token="dead-loop", limit=10)
     services.run_cancel(run_id=run.id)
@@ -269,7 +257,7 @@ def test_sweeper_cancels_a_cancelling_run_whose_worker_died(endpoint_factory):
 
 
 def test_sweeper_finishes_a_run_whose_last_loop_died_before_finalizing(endpoint_factory):
-    study = texts_study(["a"])
+    study = texts_study_make(texts=["a"])[0]
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory("openai"))
     RunItem.objects.filter(run=run).update(status="done")
     assert services.runs_sweep()["finalized"] == [run.id]
@@ -280,7 +268,7 @@ def test_sweeper_finishes_a_run_whose_last_loop_died_before_finalizing(endpoint_
 def test_sweep_runs_command_sweeps_once_and_refuses_a_bad_period(endpoint_factory, capsys):
     from django.core.management.base import CommandError
 
-    study = texts_study(["a"])
+    study = texts_study_make(texts=["a"])[0]
     run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory("openai"))
     RunItem.objects.filter(run=run).update(status="done")  # its last loop died before finalizing
     call_command("sweep_runs")

@@ -18,26 +18,13 @@ from annotation.models import Rating, Response, Score
 from annotation.selectors import study_rubric
 from judging import selectors, services
 from judging.models import ModelEndpoint, Run, RunItem
-from judging.prompts import DEFAULT_RUBRIC, GENERATION_SYSTEM_PROMPT
+from judging.prompts import GENERATION_SYSTEM_PROMPT
 from judging.services import Outcome
 from scoring.parsing import parse_judge_output
 from tests.factories import case_context, case_reply, study_make, texts_study_make
-from tests.fakes.llm_server import scenario
 
 from .conftest import API_KEY, LIMITER_REDIS_URL, wait_for
-
-ATTRIBUTES = [a["name"] for a in DEFAULT_RUBRIC]
-
-
-def marker(name: str, **params: object) -> str:
-    return scenario(name, key=uuid.uuid4().hex[:10], **params)
-
-
-def judge(study, endpoint, **options) -> Run:
-    run = services.judge_run_create(study_id=study.id, endpoint=endpoint, **options)
-    services.run_work(run_id=run.id)
-    run.refresh_from_db()
-    return run
+from .runs import ATTRIBUTES, judge, marker
 
 
 def ratings(run: Run) -> list[Rating]:

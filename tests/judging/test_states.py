@@ -17,8 +17,7 @@ from judging import services
 from judging.models import Run, RunItem
 from tests.factories import distortion_study_make, texts_study_make
 
-from .test_batch import batch_endpoint, launch, poll_until_settled
-from .test_services import judge, marker
+from .runs import batch_endpoint, judge, launch, marker, poll_until_settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

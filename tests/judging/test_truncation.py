@@ -15,9 +15,7 @@ from judging.models import Run, RunItem
 from scoring.parsing import parse_judge_output
 from tests.factories import distortion_study_make, texts_study_make
 
-from .test_batch import batch_endpoint, launch, poll_until_settled
-from .test_labelling_runs import script
-from .test_services import ATTRIBUTES, judge, marker
+from .runs import ATTRIBUTES, batch_endpoint, judge, launch, marker, poll_until_settled, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
