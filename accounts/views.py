@@ -33,7 +33,8 @@ def tokens(request: HttpRequest) -> HttpResponse:
                 form.add_error(None, str(exc))
                 status = 422
             else:
-                created = {"token": raw, "expiry": instance.expiry, "name": form.cleaned_data["name"]}
+                name = form.cleaned_data["name"]
+                created = {"token": raw, "expiry": instance.expiry, "name": name}
                 form = TokenCreateForm()
         else:
             status = 422

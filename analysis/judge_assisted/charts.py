@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.charts import SCHEMA, chart_records, figure2_order
+from analysis.charts import NARROW, SCHEMA, chart_records, figure2_order
 
 METHOD_COLOURS = {"clinician only": "#6b7280", "judge-assisted": "#1f5fa8"}
 
@@ -47,6 +47,7 @@ def forest_means(means: pd.DataFrame, attributes: Sequence[str]) -> dict[str, An
             "title": None,
         },
         "columns": 4,
+        NARROW: {"spec": {"width": "fit"}},  # one column on a phone (static/js/charts.js)
         "spec": {
             "width": 200,
             "height": {"step": 9},
@@ -132,6 +133,7 @@ def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict[str,
             "title": None,
         },
         "columns": 4,
+        NARROW: {"spec": {"width": "fit"}},  # one column on a phone (static/js/charts.js)
         "resolve": {"scale": {"y": "independent"}},
         "spec": {
             "width": 160,
