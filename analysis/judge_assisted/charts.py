@@ -47,7 +47,8 @@ def forest_means(means: pd.DataFrame, attributes: Sequence[str]) -> dict[str, An
             "title": None,
         },
         "columns": 4,
-        NARROW: {"spec": {"width": "fit"}},  # one column on a phone (static/js/charts.js)
+        # One column on a phone (static/js/charts.js), its legend one entry a line.
+        NARROW: {"spec": {"width": "fit"}, "config": {"legend": {"columns": 1}}},
         "spec": {
             "width": 200,
             "height": {"step": 9},
@@ -133,7 +134,8 @@ def ranking_chart(ranking: pd.DataFrame, attributes: Sequence[str]) -> dict[str,
             "title": None,
         },
         "columns": 4,
-        NARROW: {"spec": {"width": "fit"}},  # one column on a phone (static/js/charts.js)
+        # One column on a phone (static/js/charts.js), its legend one entry a line.
+        NARROW: {"spec": {"width": "fit"}, "config": {"legend": {"columns": 1}}},
         "resolve": {"scale": {"y": "independent"}},
         "spec": {
             "width": 160,

@@ -9,7 +9,7 @@
   var timers = new WeakMap();
 
   function sign(id) {
-    return id ? document.querySelector('[data-busy-sign="' + id + '"]') : null;
+    return id ? document.querySelector('[data-busy-sign="' + id + '"]:not(form)') : null;
   }
 
   function start(target, id) {
