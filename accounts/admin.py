@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from annotation.admin import ViewOnlyAdmin
 
-from .models import SignInEvent
+from .models import SignInEvent, TokenName
 
 
 @admin.register(SignInEvent)
@@ -13,3 +13,11 @@ class SignInEventAdmin(ViewOnlyAdmin):
     list_filter = ["succeeded", "two_factor", "method"]
     search_fields = ["username", "ip_address"]
     date_hierarchy = "at"
+
+
+@admin.register(TokenName)
+class TokenNameAdmin(ViewOnlyAdmin):
+    """Token names, read-only here: their owners name tokens on the token page."""
+
+    list_display = ["name", "token"]
+    search_fields = ["name"]

@@ -8,6 +8,12 @@ def _day_choices() -> list[tuple[int, str]]:
 
 
 class TokenCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=64,
+        required=False,
+        label="Name",
+        help_text="What the token is for, e.g. “analysis notebook”: shown in your list of tokens.",
+    )
     days = forms.TypedChoiceField(coerce=int, label="Valid for", choices=_day_choices)
 
     def __init__(self, *args, **kwargs):

@@ -24,3 +24,17 @@ class SignInEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.username} {'ok' if self.succeeded else 'failed'} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class TokenName(models.Model):
+    """What a researcher calls one of their API tokens ("laptop notebook", "CI export"), so the
+    list of live tokens says which script each one serves. Knox's token model has no such field;
+    this row goes with its token (revoked or expired tokens are deleted, and so is the name)."""
+
+    token = models.OneToOneField(
+        "knox.AuthToken", on_delete=models.CASCADE, primary_key=True, related_name="token_name"
+    )
+    name = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return self.name

@@ -12,7 +12,7 @@ from knox.models import AuthToken
 
 from annotation.roles import can_read_analysis
 
-from .models import SignInEvent
+from .models import SignInEvent, TokenName
 from .selectors import api_tokens_live, two_factor_used
 
 
@@ -21,9 +21,13 @@ class TokenError(ValueError):
 
 
 @transaction.atomic
-def api_token_create(*, user, days: int) -> tuple[AuthToken, str]:
-    """A new token for `user`, valid `days` days. The raw token is returned here once and is
-    never stored: show it to the user now, it cannot be shown again."""
+def api_token_create(*, user, days: int, name: str = "") -> tuple[AuthToken, str]:
+    """A new token for `user`, valid `days` days, called `name` in their list of tokens. The raw
+    token is returned here once and is never stored: show it to the user now, it cannot be shown
+    again."""
+    name = name.strip()
+    if len(name) > TokenName._meta.get_field("name").max_length:  # type: ignore[operator]
+        raise TokenError("a token's name is at most 64 characters")
     if not can_read_analysis(user):
         raise PermissionDenied("API tokens are for researchers and admins")
     if not 1 <= days <= settings.API_TOKEN_MAX_DAYS:
@@ -35,7 +39,10 @@ def api_token_create(*, user, days: int) -> tuple[AuthToken, str]:
         raise TokenError(
             f"you have {live} live tokens, the most allowed: revoke one you no longer use first"
         )
-    return AuthToken.objects.create(user=user, expiry=timedelta(days=days))
+    instance, raw = AuthToken.objects.create(user=user, expiry=timedelta(days=days))
+    if name:
+        TokenName.objects.create(token=instance, name=name)
+    return instance, raw
 
 
 def api_token_revoke(*, user, digest: str) -> bool:

@@ -24,12 +24,17 @@ def tokens(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if form.is_valid():
             try:
-                instance, raw = api_token_create(user=request.user, days=form.cleaned_data["days"])
+                instance, raw = api_token_create(
+                    user=request.user,
+                    days=form.cleaned_data["days"],
+                    name=form.cleaned_data["name"],
+                )
             except TokenError as exc:
                 form.add_error(None, str(exc))
                 status = 422
             else:
-                created = {"token": raw, "expiry": instance.expiry}
+                name = form.cleaned_data["name"]
+                created = {"token": raw, "expiry": instance.expiry, "name": name}
                 form = TokenCreateForm()
         else:
             status = 422
@@ -38,8 +43,14 @@ def tokens(request: HttpRequest) -> HttpResponse:
         "created": created,
         "tokens": [
             # Only the first characters, enough to tell tokens apart, never the whole token.
-            {"digest": t.digest, "hint": t.token_key[:6], "created": t.created, "expiry": t.expiry}
-            for t in api_tokens_live(user=request.user)
+            {
+                "digest": t.digest,
+                "hint": t.token_key[:6],
+                "name": getattr(getattr(t, "token_name", None), "name", ""),
+                "created": t.created,
+                "expiry": t.expiry,
+            }
+            for t in api_tokens_live(user=request.user).select_related("token_name")
         ],
     }
     return render(request, "accounts/tokens.html", context, status=status)

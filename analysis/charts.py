@@ -47,6 +47,11 @@ def chart_records(df: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, An
     return out
 
 
+# A chart's narrow layout: what static/js/charts.js merges into the spec (objects key by key,
+# anything else replaced) where its container is narrower than a laptop's half screen.
+NARROW = "narrow"
+
+
 def _base(title: str, values: list[dict[str, Any]]) -> dict[str, Any]:
     return {"$schema": SCHEMA, "title": title, "data": {"values": values}, "width": "container"}
 
@@ -64,12 +69,14 @@ def heatmap(
         "scale": {"domain": [0, 1], "scheme": "orangered" if width else "blues"},
     }
     label = {"field": field, "type": "quantitative", "format": ".2f"}
+    attribute_axis = {"field": "attribute", "type": "nominal", "sort": order, "title": None}
+    judge_axis = {"field": "judge", "type": "nominal", "title": None}
     return _base(title, chart_records(reliability, ["judge", "attribute", field, "status"])) | {
         "height": {"step": 36},
-        "encoding": {
-            "x": {"field": "attribute", "type": "nominal", "sort": order, "title": None},
-            "y": {"field": "judge", "type": "nominal", "title": None},
-        },
+        "encoding": {"x": attribute_axis, "y": judge_axis},
+        # On a phone, attributes down and judges across: a column per judge leaves each number
+        # room to be read, where seven attribute columns would overlap them.
+        NARROW: {"height": {"step": 30}, "encoding": {"x": judge_axis, "y": attribute_axis}},
         "layer": [
             {
                 "mark": "rect",
@@ -117,8 +124,13 @@ def forest(reliability: pd.DataFrame, attributes: Sequence[str]) -> dict[str, An
     domain = forest_domain(reliability)
     spec = _base("ICC(C,1) with 95% bootstrap CI", values)
     del spec["width"]  # a faceted chart sizes each panel instead
+    judges = int(reliability["judge"].nunique()) if "judge" in reliability else 1
     return spec | {
-        "facet": {"column": {"field": "judge", "type": "nominal", "title": None}},
+        # A panel per judge, side by side; static/js/charts.js wraps them into fewer columns
+        # where the screen has no room, and on a phone stretches the single column to fit.
+        "facet": {"field": "judge", "type": "nominal", "title": None},
+        "columns": max(judges, 1),
+        NARROW: {"spec": {"width": "fit"}},
         "spec": {
             "width": 260,
             "height": {"step": 26},
@@ -229,6 +241,22 @@ def status_thresholds() -> str:
         f"GR: width ≤ {stats.STATUS_GOOD_MAX_WIDTH}, MR: ≤ {stats.STATUS_MODERATE_MAX_WIDTH}, "
         "PR: wider"
     )
+
+
+def status_legend() -> list[tuple[str, str]]:
+    """What GR, MR and PR mean, in words, for the legend beside every place they are shown."""
+    return [
+        (
+            "GR",
+            "good reliability: the 95% interval of ICC(C,1) is at most "
+            f"{stats.STATUS_GOOD_MAX_WIDTH} wide",
+        ),
+        (
+            "MR",
+            f"moderate reliability: the interval is at most {stats.STATUS_MODERATE_MAX_WIDTH} wide",
+        ),
+        ("PR", "poor reliability: the interval is wider (too few responders, or noisy scores)"),
+    ]
 
 
 def max_repetition_bars(repetition: pd.DataFrame) -> dict[str, Any]:

@@ -480,9 +480,12 @@ def response_texts(*, study: Study) -> pd.DataFrame:
     )
 
 
-def data_notes(*, study: Study, as_published: bool) -> list[str]:
+def data_notes(
+    *, study: Study, as_published: bool, switch: str = "the “as published” switch"
+) -> list[str]:
     """What a reader must know about which ratings went in (the MentalAlign sentinel cells, and
-    the judge cells the authors' reading drops)."""
+    the judge cells the authors' reading drops). `switch` names the as-published reading where
+    the reader is: the dashboard's switch in words, or the command's flag on the command line."""
     notes: list[str] = []
     cells = invalid_clinician_cells(study=study)
     kinds = f"{cells['all_zero']} all-zero 'not rated' markers, plus 6s/nulls"
@@ -496,8 +499,8 @@ def data_notes(*, study: Study, as_published: bool) -> list[str]:
     elif cells["invalid"]:
         notes.append(
             f"valid scores only: {cells['invalid']} invalid imported clinician cells ({kinds}) "
-            "are left out; the paper counted them as scores. Use --as-published (the "
-            "dashboard's 'as published' switch) to reproduce its tables."
+            f"are left out; the paper counted them as scores. Turn on {switch} to reproduce "
+            "its tables."
         )
     dropped = judge_cells_published_drops(study=study) if as_published else 0
     if dropped:

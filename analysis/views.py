@@ -248,6 +248,7 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
         "charts": chart_specs,
         "chart_specs": [{"id": f"spec-{k}", "spec": v} for k, v in chart_specs.items()],
         "thresholds": charts.status_thresholds(),
+        "status_legend": charts.status_legend(),
         "query": request.GET.urlencode(),
     }
     template = "analysis/_report.html" if request.htmx else "analysis/dashboard.html"

@@ -188,7 +188,7 @@ def labelling_new(request: HttpRequest) -> HttpResponse:
 
 
 @role_required(ADMIN)
-def preview(request: HttpRequest, kind: str) -> HttpResponse:
+def preview(request: HtmxHttpRequest, kind: str) -> HttpResponse:
     """The exact prompt of one item, for the launch form (htmx) or on its own."""
     form = PreviewForm(request.GET)
     context: dict = {"preview": None, "error": ""}
@@ -202,7 +202,9 @@ def preview(request: HttpRequest, kind: str) -> HttpResponse:
         )
     else:
         context["error"] = "Choose a study to preview its prompt."
-    return render(request, "judging/_preview.html", context)
+    # Opened on its own (no script, a shared link), it is a whole page.
+    template = "judging/_preview.html" if request.htmx else "judging/preview.html"
+    return render(request, template, context)
 
 
 def _action(request: HttpRequest, pk: int, action, done: str) -> HttpResponse:

@@ -403,6 +403,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # No deep links: Swagger UI puts each operation's link inside the button that opens it, a
+    # control inside a control that screen readers cannot use (axe's nested-interactive).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
 }
 
 # --- LLM endpoint secrets (docs/judging.md, "Keys") ---------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.charts import SCHEMA, chart_records, figure2_order
+from analysis.charts import NARROW, SCHEMA, chart_records, figure2_order
 
 METHOD_COLOURS = {"clinician only": "#6b7280", "judge-assisted": "#1f5fa8"}
 
@@ -140,6 +140,8 @@ def _interval_facets(
             "title": None,
         },
         "columns": 4,
+        # One column on a phone (static/js/charts.js), its legend one entry a line.
+        NARROW: {"spec": {"width": "fit"}, "config": {"legend": {"columns": 1}}},
     }
     if independent_y:
         chart["resolve"] = {"scale": {"y": "independent"}}

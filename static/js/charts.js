@@ -3,15 +3,65 @@
 // `new Function` and so would need 'unsafe-eval' in the Content-Security-Policy.
 (function () {
   "use strict";
+  // Below this container width a chart takes its narrow layout (spec.narrow, analysis/charts.py).
+  var NARROW_PX = 560;
+  // Room a faceted panel leaves for its attribute labels and legend when its width is "fit".
+  var LABELS_PX = 170;
+
+  function merge(target, extra) {
+    Object.keys(extra).forEach(function (key) {
+      var value = extra[key];
+      if (value && typeof value === "object" && !Array.isArray(value) &&
+          target[key] && typeof target[key] === "object" && !Array.isArray(target[key])) {
+        merge(target[key], value);
+      } else {
+        target[key] = value;
+      }
+    });
+    return target;
+  }
+
+  // A chart's title is one line in Vega, as wide as its text: on a phone, lines of words.
+  function wrapTitle(spec, width) {
+    if (typeof spec.title !== "string") return;
+    var perLine = Math.max(16, Math.floor(width / 8)), lines = [], line = "";
+    spec.title.split(" ").forEach(function (word) {
+      if (line && (line + " " + word).length > perLine) { lines.push(line); line = word; }
+      else line = line ? line + " " + word : word;
+    });
+    if (line) lines.push(line);
+    spec.title = lines;
+  }
+
+  function fitted(spec, width) {
+    var narrow = spec.narrow;
+    delete spec.narrow;
+    if (narrow && width < NARROW_PX) merge(spec, narrow);
+    if (width < NARROW_PX) wrapTitle(spec, width);
+    if (spec.spec && spec.spec.width === "fit") spec.spec.width = Math.max(120, width - LABELS_PX);
+    // Wrapped panels (a facet with "columns"): no more columns than the container holds.
+    if (typeof spec.columns === "number" && spec.spec && typeof spec.spec.width === "number") {
+      var fits = Math.floor(width / (spec.spec.width + LABELS_PX));
+      spec.columns = Math.max(1, Math.min(spec.columns, fits));
+    }
+    return spec;
+  }
+
   function drawCharts(root) {
     root.querySelectorAll("[data-vega-spec]").forEach(function (el) {
-      var spec = JSON.parse(document.getElementById(el.dataset.vegaSpec).textContent);
+      var spec = fitted(JSON.parse(document.getElementById(el.dataset.vegaSpec).textContent),
+                        el.clientWidth);
       vegaEmbed(el, spec, {
         ast: true,
         expr: vega.expressionInterpreter,
         actions: {export: true, source: false, compiled: false, editor: false},
       })
-        .then(function () { el.dataset.drawn = "1"; })
+        .then(function () {
+          // The export menu's toggle is an icon only: give it a name screen readers can say.
+          var summary = el.querySelector("details > summary");
+          if (summary) summary.setAttribute("aria-label", "Save this chart as an image");
+          el.dataset.drawn = "1";
+        })
         .catch(function (err) { el.textContent = "Chart could not be drawn: " + err; });
     });
   }

@@ -143,3 +143,39 @@ def test_upgrading_drops_the_old_table_of_raw_tokens(db):
     call_command("migrate", "accounts", "zero", verbosity=0)
     call_command("migrate", "accounts", verbosity=0)
     assert "authtoken_token" not in connection.introspection.table_names()
+
+
+def test_a_token_is_named_and_listed_by_its_name(client, researcher):
+    client.force_login(researcher)
+    response = client.post(reverse("accounts:tokens"), {"days": 30, "name": "  CI export  "})
+    assert response.status_code == 200
+    assert "Your new token: CI export" in response.content.decode()
+    (stored,) = AuthToken.objects.filter(user=researcher)
+    assert stored.token_name.name == "CI export"
+    _create(client)  # and one with no name
+    rows = client.get(reverse("accounts:tokens")).content.decode().split('id="tokens"')[1]
+    assert "<td>CI export</td>" in rows and "<td>(no name)</td>" in rows
+
+
+def test_a_token_name_longer_than_64_characters_is_refused(client, researcher):
+    client.force_login(researcher)
+    response = client.post(reverse("accounts:tokens"), {"days": 30, "name": "x" * 65})
+    assert response.status_code == 422
+    assert not AuthToken.objects.exists()
+    with pytest.raises(TokenError, match="at most 64 characters"):
+        api_token_create(user=researcher, days=7, name="y" * 65)
+
+
+def test_revoking_asks_first_without_a_script_and_takes_the_name_with_it(client, researcher):
+    from accounts.models import TokenName
+
+    client.force_login(researcher)
+    stored, _ = api_token_create(user=researcher, days=7, name="old laptop")
+    page = client.get(reverse("accounts:tokens")).content.decode()
+    # The revoking button sits behind a disclosure: a first click asks, only a second posts.
+    confirm = page.split('<details class="confirm">')[1].split("</details>")[0]
+    assert "<summary>Revoke…" in confirm and "stop working at once" in confirm
+    assert f'action="{reverse("accounts:token_revoke", args=[stored.digest])}"' in confirm
+    assert "Yes, revoke “old laptop”" in confirm
+    client.post(reverse("accounts:token_revoke", args=[stored.digest]))
+    assert not AuthToken.objects.exists() and not TokenName.objects.exists()

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from analysis.charts import forest, forest_domain
+from analysis.charts import NARROW, forest, forest_domain, heatmap, status_legend
 
 pytestmark = pytest.mark.portable
 
@@ -40,3 +40,26 @@ def test_forest_spec_uses_the_domain_and_clips():
     rule, point = spec["spec"]["layer"]
     assert rule["encoding"]["x"]["scale"]["domain"] == [-0.5, 1.0]
     assert rule["mark"]["clip"] and point["mark"]["clip"]
+
+
+def test_on_a_phone_the_forest_wraps_one_panel_per_judge_to_the_screen():
+    two = pd.concat([_frame([0.5], [0.3]), _frame([0.6], [0.4]).assign(judge="k")])
+    spec = forest(two, ["a0"])
+    assert spec["facet"]["field"] == "judge" and spec["columns"] == 2  # side by side when wide
+    assert spec[NARROW] == {"spec": {"width": "fit"}}  # static/js/charts.js fills "fit"
+
+
+def test_on_a_phone_the_heatmap_puts_attributes_down_and_judges_across():
+    spec = heatmap(_frame([0.5, 0.8], [0.3, 0.6]), ["a0", "a1"], field="icc_c1", title="ICC")
+    assert spec["encoding"]["x"]["field"] == "attribute"
+    narrow = spec[NARROW]["encoding"]
+    assert narrow["x"]["field"] == "judge" and narrow["y"]["field"] == "attribute"
+    assert narrow["y"]["sort"] == spec["encoding"]["x"]["sort"]
+
+
+def test_the_status_legend_says_each_status_in_words_with_the_thresholds():
+    legend = dict(status_legend())
+    assert list(legend) == ["GR", "MR", "PR"]
+    assert "good reliability" in legend["GR"] and "0.355" in legend["GR"]
+    assert "moderate" in legend["MR"] and "0.56" in legend["MR"]
+    assert "poor" in legend["PR"]

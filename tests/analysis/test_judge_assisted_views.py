@@ -111,8 +111,10 @@ def test_apply_through_htmx_answers_the_results_only_and_says_it_is_working(
     page = researcher_client.get(_url(small_study.study)).content.decode()
     form = page.split('<form class="card"')[1].split("</form>")[0]
     assert 'hx-get="' in form and 'hx-target="#report"' in form
-    indicator = re.search(r'<span id="ja-progress" class="htmx-indicator[^"]*"[^>]*>([^<]+)<', form)
-    assert indicator and "Computing" in indicator.group(1)
+    # The busy sign (static/js/busy.js) for the report the form fills: a status, hidden at first.
+    sign = re.search(r'<p class="busy-sign"[^>]*data-busy-sign="report"[^>]*>(.+?)</p>', page)
+    assert sign and 'role="status"' in sign.group(0) and " hidden>" in sign.group(0)
+    assert "Computing" in sign.group(1) and "js/busy.js" in page
     # The lever's checkbox sits inside its label, on one line with its words.
     assert re.search(r'<label><input type="checkbox" name="lever"[^>]*> Which lever', form)
     assert "about a second" not in page  # the lever's bootstrap takes seconds the first time

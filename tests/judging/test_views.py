@@ -169,3 +169,12 @@ def test_endpoint_form_keeps_the_base_url_scheme_and_says_what_a_bare_one_means(
     assert field.clean("") == ""
     with pytest.raises(ValidationError, match="valid URL"):
         field.clean("not a url")
+
+
+def test_the_preview_opened_on_its_own_is_a_whole_page(staff_client, study):
+    url = reverse("judging:preview", args=["judge"])
+    page = staff_client.get(url, {"study": study.pk}).content.decode()
+    assert page.lstrip().startswith("<!doctype html>") and '<html lang="en">' in page
+    assert "<title>Prompt preview" in page and 'class="prompt"' in page
+    fragment = staff_client.get(url, {"study": study.pk}, HTTP_HX_REQUEST="true")
+    assert "<html" not in fragment.content.decode()

@@ -107,7 +107,9 @@ class Command(BaseCommand):
                 f"study {study.name!r} has no judge scores paired with clinician scores"
                 + (" in this subset" if filters != Filters() else "")
             )
-        notes = data_notes(study=study, as_published=options["as_published"])
+        notes = data_notes(
+            study=study, as_published=options["as_published"], switch="--as-published"
+        )
         if options["format"] == "csv":
             columns = [*CONTRACT_COLUMNS, *(c for c in table.columns if c not in CONTRACT_COLUMNS)]
             self.stdout.write(frame_csv(table[columns]), ending="")

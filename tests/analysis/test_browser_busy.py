@@ -1,0 +1,64 @@
+"""A computation that takes a while says so: the report being recomputed is aria-busy and a
+"Computing…" status with a spinner shows until the new numbers arrive (static/js/busy.js)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation.roles import RESEARCHER, role_add
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+FILTERED = re.compile(r"/analysis/studies/\d+/(judge-assisted/)?\?")  # the htmx re-render
+
+
+def _slowly(route) -> None:
+    time.sleep(1.5)  # longer than the sign's 300 ms grace
+    route.continue_()
+
+
+def _sign_in(page) -> None:
+    user = get_user_model().objects.create_user("res-busy", password="pw-12345678")
+    role_add(user=user, role=RESEARCHER)
+    page.goto("/accounts/login/")
+    page.fill("#id_login", "res-busy")
+    page.fill("#id_password", "pw-12345678")
+    with page.expect_navigation():
+        page.click("button[type=submit]")
+
+
+def test_the_dashboard_shows_a_busy_sign_while_the_report_is_recomputed(
+    django_db_setup, small_study, live_server, page
+):
+    _sign_in(page)
+    page.goto(f"/analysis/studies/{small_study.study.pk}/")
+    sign = page.locator('.busy-sign[data-busy-sign="report"]')
+    assert sign.is_hidden() and sign.get_attribute("role") == "status"
+    page.route(FILTERED, _slowly)
+    page.select_option("#id_bootstrap", "5000")
+    sign.wait_for(state="visible")
+    assert "Computing" in sign.inner_text()
+    assert page.get_attribute("#report", "aria-busy") == "true"
+    sign.wait_for(state="hidden", timeout=120_000)
+    assert page.get_attribute("#report", "aria-busy") is None
+    assert "Coverage" in page.inner_text("#report")
+
+
+def test_the_judge_assisted_page_shows_a_busy_sign_while_it_computes(
+    django_db_setup, small_study, live_server, page
+):
+    _sign_in(page)
+    page.goto(f"/analysis/studies/{small_study.study.pk}/judge-assisted/")
+    sign = page.locator('.busy-sign[data-busy-sign="report"]')
+    assert sign.is_hidden()
+    page.route(FILTERED, _slowly)
+    page.select_option("#id_share", "50")
+    page.click("#ja-apply")
+    sign.wait_for(state="visible")
+    assert page.get_attribute("#report", "aria-busy") == "true"
+    sign.wait_for(state="hidden", timeout=120_000)
+    assert page.get_attribute("#report", "aria-busy") is None
