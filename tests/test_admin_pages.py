@@ -77,7 +77,9 @@ def a_row(model: type[models.Model]) -> models.Model:
     values = {}
     also = ALSO_FILL.get(model._meta.label_lower, set())
     for field in model._meta.concrete_fields:
-        if field.primary_key or field.has_default() or (field.null and field.name not in also):
+        # A one-to-one primary key (a row that extends another model's) is a relation to fill.
+        own_key = field.primary_key and not field.is_relation
+        if own_key or field.has_default() or (field.null and field.name not in also):
             continue
         if isinstance(field, models.DateTimeField | models.DateField) and (
             field.auto_now or field.auto_now_add

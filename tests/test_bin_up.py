@@ -390,7 +390,8 @@ def test_embedded_bin_up_launches_a_run_in_the_background_with_live_progress(emb
             "shell",
             "-c",
             "from annotation.models import Study; from judging.models import ModelEndpoint; "
-            "print('ids', Study.objects.get().pk, ModelEndpoint.objects.get(name='fake').pk)",
+            "print('ids', Study.objects.get(name='Demo study').pk, "
+            "ModelEndpoint.objects.get(name='fake').pk)",
         )
         ids = re.search(r"^ids (\d+) (\d+)$", out, re.M).groups()  # type: ignore[union-attr]
         _enrol_totp(copy, env, "boss")

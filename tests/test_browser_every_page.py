@@ -33,8 +33,13 @@ AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
 WIDTHS = (360, 1280)
 ROLES = test_url_access.ROLES
 
-# The walk's fixture, reused as it is (a key added to it fills new URLs here too).
-world = test_url_access.world
+
+@pytest.fixture
+def world(transactional_db) -> dict:
+    """The walk's world, built by the walk's own builder (a key added there fills new URLs here
+    too) and committed: the live server reads it over its own connection."""
+    return test_url_access.world_build()
+
 
 # Pages beyond EXPECTED's own cases: the same pattern with another object worth seeing.
 EXTRA_PAGES: dict[str, list[str]] = {
@@ -133,9 +138,9 @@ def _objects_make(world: dict) -> dict:
     """The walk's world with richer objects behind some placeholders (EXTRA_OBJECTS)."""
     from annotation.models import Rater, Rating, Score
     from judging.models import ModelEndpoint, Run, RunItem
-    from tests.analysis.conftest import small_study_build
+    from tests.factories import small_study_make
 
-    small = small_study_build()
+    small = small_study_make()
     # The judge the walk's judge-assisted URL names scores this study too.
     walk_judge = Rater.objects.get(name="walk-judge")
     for rating in Rating.objects.filter(rater=small.judges[1], status="complete").prefetch_related(

@@ -534,7 +534,7 @@ def world_module(django_db_setup, django_db_blocker) -> Iterator[dict]:
     test runs in a savepoint within it, so what one test's requests change, the next never sees.
     """
     with django_db_blocker.unblock(), transaction.atomic():
-        yield _world_build()
+        yield world_build()
         transaction.set_rollback(True)
 
 
@@ -544,7 +544,7 @@ def world(world_module, db) -> dict:
     return world_module
 
 
-def _world_build() -> dict:
+def world_build() -> dict:
     from django.contrib.auth import get_user_model
     from knox.models import AuthToken
 

@@ -138,7 +138,7 @@ def test_kappa_f1_upload_explains_a_bad_file(client, researcher):
     )
     assert response.status_code == 200
     assert "bad" in response.content.decode() or "true" in response.content.decode()
-    assert "kappa-f1-result" not in response.content.decode()
+    assert 'id="kappa-f1-result"' not in response.content.decode()
 
 
 def _token_client(user):
