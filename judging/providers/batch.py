@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import openai
 
 from .anthropic_adapter import anthropic_completion, anthropic_request
-from .client import sdk_api_key
+from .client import sdk_api_key, without_worker_account
 from .config import Completion, EndpointConfig, OutputSchema, Request, request_build
 from .errors import ProviderError, TransientError, map_exception, redact
 from .openai_adapter import openai_completion, openai_request
@@ -46,8 +46,10 @@ def client(config: EndpointConfig) -> openai.OpenAI | anthropic.Anthropic:
         return anthropic.Anthropic(
             api_key=api_key, base_url=config.base_url, timeout=config.timeout, max_retries=0
         )
-    return openai.OpenAI(
-        api_key=api_key, base_url=config.base_url, timeout=config.timeout, max_retries=0
+    return without_worker_account(
+        openai.OpenAI(
+            api_key=api_key, base_url=config.base_url, timeout=config.timeout, max_retries=0
+        )
     )
 
 

@@ -8,7 +8,7 @@ that do import them on first use.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, TypeVar, Unpack
 
 from .anthropic_adapter import anthropic_call
 from .config import CallFields, Completion, EndpointConfig, request_build
@@ -18,6 +18,8 @@ from .openai_adapter import openai_call
 if TYPE_CHECKING:
     import anthropic
     import openai
+
+OpenAIClient = TypeVar("OpenAIClient", "openai.OpenAI", "openai.AsyncOpenAI")
 
 
 def make_client(config: EndpointConfig) -> openai.AsyncOpenAI | anthropic.AsyncAnthropic:
@@ -41,17 +43,29 @@ def make_client(config: EndpointConfig) -> openai.AsyncOpenAI | anthropic.AsyncA
                 timeout=config.timeout,
                 max_retries=0,
             )
-        return openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=config.base_url,
-            timeout=config.timeout,
-            max_retries=0,
+        return without_worker_account(
+            openai.AsyncOpenAI(
+                api_key=api_key,
+                base_url=config.base_url,
+                timeout=config.timeout,
+                max_retries=0,
+            )
         )
     except (openai.OpenAIError, anthropic.AnthropicError) as exc:
         raise PermanentError(
             f"{config.label}: cannot create client: {redact(str(exc), config.api_key)}",
             endpoint=config.label,
         ) from None
+
+
+def without_worker_account(client: OpenAIClient) -> OpenAIClient:
+    """The OpenAI SDK, given no organization or project, takes the worker's OPENAI_ORG_ID and
+    OPENAI_PROJECT_ID and sends them as headers with every request: to whatever URL an endpoint
+    names, and to OpenAI billing another account than the endpoint's key belongs to. Only what
+    an endpoint configures is sent, so they are cleared (the header is then left out)."""
+    client.organization = None
+    client.project = None
+    return client
 
 
 # What a server that needs no key is sent as the key. The SDKs insist on a key, and when given

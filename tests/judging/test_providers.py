@@ -167,6 +167,21 @@ def test_openai_request_carries_system_params_and_json_mode(server: FakeLLMServe
     assert "authorization" not in sent.headers  # the fake never records credentials
 
 
+def test_the_workers_openai_account_variables_are_not_sent(
+    server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only what an endpoint configures reaches its server: not the worker's organization and
+    project, which the SDK would otherwise send as headers."""
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-of-the-worker")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-of-the-worker")
+    tag = marker("ok")
+    run(complete(endpoint(server, "openai"), user="hello " + tag, max_tokens=64))
+    (sent,) = server.requests_for(tag)
+    assert "openai-organization" not in sent.headers
+    assert "openai-project" not in sent.headers
+    assert "worker" not in json.dumps(sent.headers)
+
+
 def test_vllm_endpoint_sends_max_tokens_and_works_without_key(server: FakeLLMServer) -> None:
     tag = marker("ok")
     config = endpoint(server, "vllm", api_key=None)
