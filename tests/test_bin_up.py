@@ -436,6 +436,8 @@ def test_embedded_bin_up_launches_a_run_in_the_background_with_live_progress(emb
         _wait_for(finished, timeout=90, what="the run to finish in the background")
         assert seen & set(range(1, 10)), f"no progress between 0 and 10 was shown: {seen}"
         assert server.counts.get("ok", 0) >= 10
-        page = client.get(run_url)
-        assert "Done" in page.text
+        # The worker marks the run done just after its last item (a moment later on a busy box).
+        _wait_for(
+            lambda: "Done" in client.get(run_url).text, timeout=30, what="the run to be marked done"
+        )
         print(f"launch returned in {launch_s:.3f} s; progress seen {sorted(seen)}")
