@@ -95,24 +95,20 @@ def _day_bounds(where: AuditFilter) -> tuple[datetime.datetime | None, datetime.
 
 def audit_rating_changes(*, where: AuditFilter, newest_first: bool) -> QuerySet[RatingChange]:
     rows = rating_changes(study=where.study)
-    if where.clinician is not None:
-        rows = rows.filter(rating__rater=where.clinician)
-    if where.conversation:
-        rows = rows.filter(rating__response__conversation__external_id=where.conversation)
-    start, end = _day_bounds(where)
-    if start is not None:
-        rows = rows.filter(changed_at__gte=start)
-    if end is not None:
-        rows = rows.filter(changed_at__lt=end)
-    return rows.order_by("-changed_at", "-id") if newest_first else rows
+    return _filtered(rows, where, "rating__rater", "rating__response__conversation", newest_first)
 
 
 def audit_label_changes(*, where: AuditFilter, newest_first: bool) -> QuerySet[LabelChange]:
     rows = label_changes(study=where.study)
+    return _filtered(rows, where, "annotation__rater", "annotation__conversation", newest_first)
+
+
+def _filtered(rows, where: AuditFilter, rater: str, conversation: str, newest_first: bool):
+    """The audit filters on a change queryset, whose rater and conversation lie at those paths."""
     if where.clinician is not None:
-        rows = rows.filter(annotation__rater=where.clinician)
+        rows = rows.filter(**{rater: where.clinician})
     if where.conversation:
-        rows = rows.filter(annotation__conversation__external_id=where.conversation)
+        rows = rows.filter(**{f"{conversation}__external_id": where.conversation})
     start, end = _day_bounds(where)
     if start is not None:
         rows = rows.filter(changed_at__gte=start)

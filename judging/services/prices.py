@@ -76,12 +76,17 @@ class ListPrice:
 
     @property
     def shown(self) -> dict[str, str]:
-        return {
-            "input": per_mtok(self.input),
-            "output": per_mtok(self.output),
-            "batch_input": per_mtok(self.batch_input),
-            "batch_output": per_mtok(self.batch_output),
-        }
+        return four_prices_shown(self)
+
+
+def four_prices_shown(price: ListPrice | Prices) -> dict[str, str]:
+    """The four prices as a page shows them ("—" where unknown)."""
+    return {
+        "input": per_mtok(price.input),
+        "output": per_mtok(price.output),
+        "batch_input": per_mtok(price.batch_input),
+        "batch_output": per_mtok(price.batch_output),
+    }
 
 
 def list_price(*, provider: str, model: str) -> ListPrice | None:
@@ -137,13 +142,7 @@ class Prices:
 
     @property
     def shown(self) -> dict[str, str]:
-        """The four prices as a page shows them ("—" where unknown)."""
-        return {
-            "input": per_mtok(self.input),
-            "output": per_mtok(self.output),
-            "batch_input": per_mtok(self.batch_input),
-            "batch_output": per_mtok(self.batch_output),
-        }
+        return four_prices_shown(self)
 
     @property
     def batch_known(self) -> bool:
