@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce, Left, Length
 from django.utils import timezone
 
 from annotation.models import Conversation, Rater, Response, Study
@@ -120,16 +120,28 @@ def run_failures(*, run: Run, limit: int = 50) -> list[RunItem]:
     )
 
 
+# A failure reason's characters that group it with others on the run page.
+REASON_CHARS = 120
+
+
 def run_failure_reasons(*, run: Run, limit: int = 10) -> list[dict]:
-    """The most common failure reasons (first 120 characters) with their counts."""
-    reasons: dict[str, int] = {}
-    for error in RunItem.objects.filter(run=run, status=RunItem.Status.FAILED).values_list(
-        "last_error", flat=True
-    )[:5000]:
-        key = (error or "unknown")[:120]
-        reasons[key] = reasons.get(key, 0) + 1
-    ranked = sorted(reasons.items(), key=lambda pair: -pair[1])[:limit]
-    return [{"reason": reason, "count": count} for reason, count in ranked]
+    """The most common failure reasons with their counts over every failed item, grouped by
+    their first 120 characters (a longer reason ends in "…": the latest failed items show it
+    whole)."""
+    rows = (
+        RunItem.objects.filter(run=run, status=RunItem.Status.FAILED)
+        .annotate(reason=Left("last_error", REASON_CHARS))
+        .values("reason")
+        .annotate(count=Count("id"), longest=Max(Length("last_error")))
+        .order_by("-count", "reason")[:limit]
+    )
+    return [
+        {
+            "reason": (row["reason"] or "unknown") + ("…" if row["longest"] > REASON_CHARS else ""),
+            "count": row["count"],
+        }
+        for row in rows
+    ]
 
 
 def runs_list() -> list[Run]:

@@ -222,6 +222,23 @@ def test_persistent_server_errors_fail_the_item_with_the_reason_and_no_rating(
     assert selectors.run_failure_reasons(run=run)[0]["count"] == 1
 
 
+def test_failure_reasons_count_every_failed_item_and_mark_a_cut_reason(endpoint_factory):
+    study, ids = texts_study_make(texts={f"t{i}": "fine" for i in range(4)})
+    run = Run.objects.create(
+        study=study, endpoint=endpoint_factory("openai"), kind=Run.Kind.JUDGE, rater=None
+    )
+    long_reason = "no valid judge output; " + "attempt: no JSON object found; " * 6
+    errors = [long_reason + "tail one", long_reason + "tail two", "HTTP 503", ""]
+    RunItem.objects.bulk_create(
+        RunItem(run=run, response_id=ids[f"t{i}"], status=RunItem.Status.FAILED, last_error=e)
+        for i, e in enumerate(errors)
+    )
+    reasons = selectors.run_failure_reasons(run=run)
+    assert reasons[0] == {"reason": long_reason[:120] + "…", "count": 2}
+    assert {"reason": "HTTP 503", "count": 1} in reasons
+    assert {"reason": "unknown", "count": 1} in reasons
+
+
 def test_bad_api_key_stops_the_run_and_never_shows_the_key(
     study, endpoint_factory, fake_llm, caplog
 ):
