@@ -56,18 +56,34 @@ def _base(title: str, values: list[dict[str, Any]]) -> dict[str, Any]:
     return {"$schema": SCHEMA, "title": title, "data": {"values": values}, "width": "container"}
 
 
+def heatmap_domain(values: pd.Series, *, ci_width: bool) -> list[float]:
+    """The colour scale's ends: [0, 1] as in the paper's Figure 2, stretched to the data where it
+    falls outside (an ICC below 0, a CI wider than 1 with few conversations), so that no two
+    different cells are drawn in the same end colour."""
+    finite = pd.to_numeric(values, errors="coerce").replace([math.inf, -math.inf], math.nan)
+    finite = finite.dropna()
+    if finite.empty:
+        return [0.0, 1.0]
+    if ci_width:
+        return [0.0, max(1.0, float(finite.max()))]
+    return [min(0.0, float(finite.min())), 1.0]
+
+
 def heatmap(
     reliability: pd.DataFrame, attributes: Sequence[str], *, field: str, title: str
 ) -> dict[str, Any]:
     """Judge × attribute heatmap of ICC(C,1) or CI width (paper Figure 2, left/right)."""
     order = figure2_order(attributes)
     width = field == "ci_width"
+    domain = heatmap_domain(reliability[field], ci_width=width)
     color: dict[str, Any] = {
         "field": field,
         "type": "quantitative",
         "title": "CI width" if width else "ICC(C,1)",
-        "scale": {"domain": [0, 1], "scheme": "orangered" if width else "blues"},
+        "scale": {"domain": domain, "scheme": "orangered" if width else "blues"},
     }
+    # White numbers on the darker part of the scale, wherever the domain ends.
+    dark = domain[0] + 0.6 * (domain[1] - domain[0])
     label = {"field": field, "type": "quantitative", "format": ".2f"}
     attribute_axis = {"field": "attribute", "type": "nominal", "sort": order, "title": None}
     judge_axis = {"field": "judge", "type": "nominal", "title": None}
@@ -95,7 +111,7 @@ def heatmap(
                 "encoding": {
                     "text": label,
                     "color": {
-                        "condition": {"test": f"datum.{field} > 0.6", "value": "white"},
+                        "condition": {"test": f"datum.{field} > {dark:.4g}", "value": "white"},
                         "value": "black",
                     },
                 },

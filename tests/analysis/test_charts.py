@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from analysis.charts import NARROW, forest, forest_domain, heatmap, status_legend
+from analysis.charts import NARROW, forest, forest_domain, heatmap, heatmap_domain, status_legend
 
 pytestmark = pytest.mark.portable
 
@@ -63,3 +63,26 @@ def test_the_status_legend_says_each_status_in_words_with_the_thresholds():
     assert "good reliability" in legend["GR"] and "0.355" in legend["GR"]
     assert "moderate" in legend["MR"] and "0.56" in legend["MR"]
     assert "poor" in legend["PR"]
+
+
+def _heatmap_color(spec: dict) -> tuple[list[float], str]:
+    rect, text = spec["layer"]
+    scale = rect["encoding"]["color"]["scale"]["domain"]
+    return scale, text["encoding"]["color"]["condition"]["test"]
+
+
+def test_heatmap_colours_span_the_data_where_it_leaves_zero_to_one():
+    wide = _frame([0.5, -0.3], [0.3, -0.9]).assign(ci_width=[0.4, 2.0])
+    domain, dark = _heatmap_color(heatmap(wide, ["a0", "a1"], field="ci_width", title="CI"))
+    assert domain == [0.0, 2.0] and dark == "datum.ci_width > 1.2"
+    domain, dark = _heatmap_color(heatmap(wide, ["a0", "a1"], field="icc_c1", title="ICC"))
+    assert domain == [-0.3, 1.0] and dark == "datum.icc_c1 > 0.48"
+
+
+def test_heatmap_keeps_the_papers_zero_to_one_scale_for_data_inside_it():
+    usual = _frame([0.5, 0.8], [0.3, 0.6])
+    assert _heatmap_color(heatmap(usual, ["a0", "a1"], field="icc_c1", title="ICC")) == (
+        [0.0, 1.0],
+        "datum.icc_c1 > 0.6",
+    )
+    assert heatmap_domain(pd.Series([float("nan"), float("inf")]), ci_width=True) == [0.0, 1.0]
