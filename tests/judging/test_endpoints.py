@@ -19,7 +19,7 @@ from judging import services
 from judging.forms import JudgeRunForm
 from judging.models import ModelEndpoint, Run, RunItem
 from judging.services import costs, endpoints, prices
-from tests.factories import endpoint_make
+from tests.factories import endpoint_make, study_make
 from tests.fakes.llm_server import FakeLLMServer
 
 GOOD_KEY = "sk-proj-the-right-key-0123456789abcdefghij"
@@ -550,3 +550,44 @@ def test_the_docs_show_the_same_price_table_and_date():
         )
         assert line is not None, f"{price.model} is not in docs/endpoints.md"
         assert f"| {price.input:.2f} | {price.output:.2f} |" in line, line
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_fails_done_runs_that_never_succeeded():
+    from annotation.models import Response
+
+    executor = MigrationExecutor(connection)
+    leaves = executor.loader.graph.leaf_nodes()
+    before = ("judging", "0007_endpoint_enabled_and_unknown_prices")
+    endpoint = endpoint_make(name="old runs", base_url="http://127.0.0.1:9/v1")
+    study = study_make(name="old runs", conversations=1, responders=("a", "b"))
+    response_ids = list(
+        Response.objects.filter(conversation__study=study).values_list("id", flat=True)
+    )
+
+    def run_make(name: str, statuses: list[str]) -> int:
+        run = Run.objects.create(
+            study=study, endpoint=endpoint, kind=Run.Kind.JUDGE,
+            status=Run.Status.DONE, error=name,
+        )  # fmt: skip
+        RunItem.objects.bulk_create(
+            RunItem(run=run, response_id=rid, status=status, last_error=f"{name} {i}")
+            for i, (rid, status) in enumerate(zip(response_ids, statuses, strict=False))
+        )
+        return run.pk
+
+    try:
+        executor.migrate([before])
+        all_failed = run_make("all failed", ["failed", "failed"])
+        one_done = run_make("one done", ["done", "failed"])
+        empty = run_make("empty", [])
+        still_open = run_make("open", ["failed", "pending"])
+        MigrationExecutor(connection).migrate(leaves)
+        runs = {run.pk: run for run in Run.objects.all()}
+        assert runs[all_failed].status == Run.Status.FAILED
+        assert runs[all_failed].error == "every item failed (2 of 2); the first: all failed 0"
+        assert (runs[one_done].status, runs[one_done].error) == (Run.Status.DONE, "one done")
+        assert runs[empty].status == Run.Status.FAILED and "no item" in runs[empty].error
+        assert runs[still_open].status == Run.Status.DONE
+    finally:
+        MigrationExecutor(connection).migrate(leaves)
