@@ -244,6 +244,11 @@ class RunItem(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0, help_text="times claimed by a worker")
     requests = models.PositiveSmallIntegerField(default=0, help_text="LLM requests made")
+    # Batch mode only: the next request's token limit where a re-ask after a cut-off answer
+    # raised it (immediate mode keeps it in the worker between attempts).
+    max_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="token limit of the next batch request, if raised"
+    )
     last_error = models.TextField(blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)

@@ -28,7 +28,7 @@ import re
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -51,6 +51,7 @@ from .engine import (
     cut_off_reason,
     generation_outcome,
     item_messages,
+    reask_limit,
 )
 from .launch import LABELLING_MAX_TOKENS, RunError, endpoint_config, run_fail, run_finalize
 from .prices import endpoint_prices
@@ -234,7 +235,7 @@ def _build_and_submit(batch: ProviderBatch, *, plan: RunPlan, sdk: Any, max_byte
                 custom_id=custom_id(item.id, item.attempts),
                 system=system,
                 user=user,
-                spec=spec,
+                spec=replace(spec, max_tokens=item.max_tokens) if item.max_tokens else spec,
             )
             data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
             if count and size + len(data) > max_bytes:
@@ -563,7 +564,7 @@ def results_store(
             outcome.add(completion)
             billed.append((item.id, completion.input_tokens or 0, completion.output_tokens or 0))
             outcome.raw_output = completion.text
-            problem = _parse_into(plan, completion, outcome, names)
+            problem = _parse_into(plan, completion, outcome, names, limit=item.max_tokens)
         if not problem:
             finished.append((item, outcome))
             continue
@@ -575,6 +576,13 @@ def results_store(
                 # Tokens of an unusable answer count on the item, as in immediate mode.
                 item.input_tokens_add = outcome.input_tokens  # type: ignore[attr-defined]
                 item.output_tokens_add = outcome.output_tokens  # type: ignore[attr-defined]
+                if completion is not None:
+                    # A cut answer is re-asked with a raised limit, as in immediate mode.
+                    base = request_spec(plan).max_tokens
+                    if base:
+                        item.max_tokens = reask_limit(
+                            completion, item.max_tokens or base, base=base
+                        )
                 continue
         if cancelling and completion is None:
             back.append(item.id)
@@ -604,14 +612,17 @@ def _parse_into(
     completion: providers.Completion,
     outcome: Outcome,
     names: list[str],
+    *,
+    limit: int | None = None,
 ) -> str:
     """Parse like immediate mode; returns why the answer is unusable ("" when usable). A batch
     result carries the same finish reason as an immediate answer, so an answer cut off by the
-    token limit is refused here too, whatever could be parsed from it."""
+    token limit is refused here too, whatever could be parsed from it. `limit`: the token limit
+    the request was sent with, when a re-ask raised it above the run's."""
     if plan.kind == Run.Kind.GENERATION:
         generation_outcome(plan, completion, outcome)
         return outcome.error
-    limit = request_spec(plan).max_tokens
+    limit = limit or request_spec(plan).max_tokens
     if plan.kind == Run.Kind.JUDGE:
         parse = parse_judge_output(completion.text, names, plan.scale)
         cut = cut_off_reason(completion, limit, parse.error)
@@ -640,13 +651,14 @@ def _reask(
     with connection.cursor() as cursor:
         cursor.executemany(
             f"UPDATE {RunItem._meta.db_table} SET status = %s, claim_token = '', "
-            "last_error = %s, requests = requests + 1, input_tokens = input_tokens + %s, "
-            "output_tokens = output_tokens + %s, cost_usd = cost_usd + %s "
-            "WHERE id = %s AND claim_token = %s",
+            "last_error = %s, max_tokens = %s, requests = requests + 1, "
+            "input_tokens = input_tokens + %s, output_tokens = output_tokens + %s, "
+            "cost_usd = cost_usd + %s WHERE id = %s AND claim_token = %s",
             [
                 (
                     RunItem.Status.PENDING.value,
                     _joined(item, reasons[item.id])[:4000],
+                    item.max_tokens,
                     getattr(item, "input_tokens_add", 0),
                     getattr(item, "output_tokens_add", 0),
                     (

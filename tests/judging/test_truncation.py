@@ -120,6 +120,29 @@ def test_a_batch_result_cut_by_the_token_limit_is_invalid_and_re_asked(
     assert items[ids["ok"]].status == RunItem.Status.DONE
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_batch_re_ask_after_a_cut_doubles_max_tokens_as_immediate_mode_does(
+    endpoint_factory, fake_llm, provider
+):
+    mark, other = marker("ok"), marker("ok", n=2)
+    study, ids = texts_study_make(texts={"cut": mark, "fits": other})
+    endpoint = batch_endpoint(endpoint_factory, provider)
+    run = poll_until_settled(launch(study, endpoint, max_tokens=10, max_output_attempts=4))
+    # Cut at 10, 20 and 40 (four times the run's own limit is the most), then still cut.
+    assert _sent_limits(fake_llm, mark) == [10, 20, 40, 40]
+    cut = RunItem.objects.get(run=run, response_id=ids["cut"])
+    assert cut.status == RunItem.Status.FAILED
+    assert "cut off by the token limit (40 tokens" in cut.last_error
+    # A limit that is cut once and then fits: the doubled re-ask's answer is stored.
+    sent_before = len(_sent_limits(fake_llm, other))
+    run = poll_until_settled(
+        launch(study, endpoint, max_tokens=CUTTING_LIMIT, max_output_attempts=3)
+    )
+    assert _sent_limits(fake_llm, other)[sent_before:] == [CUTTING_LIMIT, 2 * CUTTING_LIMIT]
+    fits = Rating.objects.get(run=run, response_id=ids["fits"])
+    assert fits.status == Rating.Status.COMPLETE and fits.scores.count() == len(ATTRIBUTES)
+
+
 def test_a_label_answer_cut_by_the_token_limit_is_invalid_though_its_part_parses(
     endpoint_factory, fake_llm
 ):
