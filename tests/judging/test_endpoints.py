@@ -564,20 +564,22 @@ def test_the_migration_fails_done_runs_that_never_succeeded():
     response_ids = list(
         Response.objects.filter(conversation__study=study).values_list("id", flat=True)
     )
-
-    def run_make(name: str, statuses: list[str]) -> int:
-        run = Run.objects.create(
-            study=study, endpoint=endpoint, kind=Run.Kind.JUDGE,
-            status=Run.Status.DONE, error=name,
-        )  # fmt: skip
-        RunItem.objects.bulk_create(
-            RunItem(run=run, response_id=rid, status=status, last_error=f"{name} {i}")
-            for i, (rid, status) in enumerate(zip(response_ids, statuses, strict=False))
-        )
-        return run.pk
-
     try:
         executor.migrate([before])
+        old = MigrationExecutor(connection).loader.project_state([before]).apps
+        OldRun, OldItem = old.get_model("judging", "Run"), old.get_model("judging", "RunItem")
+
+        def run_make(name: str, statuses: list[str]) -> int:
+            run = OldRun.objects.create(
+                study_id=study.pk, endpoint_id=endpoint.pk, kind="judge", status="done",
+                error=name,
+            )  # fmt: skip
+            OldItem.objects.bulk_create(
+                OldItem(run=run, response_id=rid, status=status, last_error=f"{name} {i}")
+                for i, (rid, status) in enumerate(zip(response_ids, statuses, strict=False))
+            )
+            return run.pk
+
         all_failed = run_make("all failed", ["failed", "failed"])
         one_done = run_make("one done", ["done", "failed"])
         empty = run_make("empty", [])
