@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
@@ -522,7 +522,13 @@ def clinician_create(*, username: str, email: str = "") -> tuple:
         raise ValueError(f"a rater named {username!r} exists already")
     user = User(username=username, email=email.strip())
     user.set_unusable_password()
-    user.save()
+    try:
+        with transaction.atomic():
+            user.save()
+    except IntegrityError:
+        # Another invite took the name (in any case) between the look above and this insert:
+        # the database's unique index on LOWER(username) refused the second.
+        raise ValueError(f"the username {username!r} was just taken") from None
     role_add(user=user, role=CLINICIAN)
     rater = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name=username, user=user)
     return user, rater

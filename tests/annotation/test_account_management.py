@@ -181,3 +181,50 @@ def test_invite_accepts_an_ordinary_new_username(client, accounts, django_user_m
     response = client.post(reverse("annotation:manage_invite"), {"username": " dr.Lee-2 "})
     assert response.status_code == 200
     assert django_user_model.objects.filter(username="dr.Lee-2").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_refuses_a_username_that_differs_only_in_case(django_user_model):
+    from django.db import IntegrityError
+
+    django_user_model.objects.create_user(username="tess")
+    with pytest.raises(IntegrityError):
+        django_user_model.objects.create_user(username="Tess")
+
+
+def test_an_invite_that_loses_the_race_says_so_and_leaves_nothing(
+    accounts, django_user_model, monkeypatch
+):
+    """Two invites at once both pass the look-up; the second insert meets the unique index."""
+    from annotation.models import Rater
+    from annotation.services import clinician_create
+    from annotation.services import rating as rating_services
+
+    monkeypatch.setattr(rating_services, "username_clean", lambda username: username)
+    with pytest.raises(ValueError, match="'Clin' was just taken"):
+        clinician_create(username="Clin")
+    assert not django_user_model.objects.filter(username="Clin").exists()
+    assert not Rater.objects.filter(name="Clin").exists()
+    assert django_user_model.objects.get(username__iexact="clin").username == "clin"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_index_migration_names_existing_clashes_instead_of_failing_bare(django_user_model):
+    from django.db import IntegrityError, connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    before = ("accounts", "0003_token_name")
+    try:
+        MigrationExecutor(connection).migrate([before])
+        django_user_model.objects.create_user(username="tess")
+        django_user_model.objects.create_user(username="Tess")
+        with pytest.raises(RuntimeError, match="differ only in case exist: 'Tess' / 'tess'"):
+            MigrationExecutor(connection).migrate(leaves)
+        django_user_model.objects.filter(username="Tess").update(username="tess2")
+        MigrationExecutor(connection).migrate(leaves)
+        with pytest.raises(IntegrityError, match="accounts_username_lower_uniq"):
+            django_user_model.objects.create_user(username="TESS2")
+    finally:
+        django_user_model.objects.filter(username__in=["tess", "Tess", "tess2"]).delete()
+        MigrationExecutor(connection).migrate(leaves)
