@@ -1,12 +1,13 @@
-"""A researcher's own API tokens (create: the token is shown once; revoke) and the sign-in log
-for admins."""
+"""A researcher's own API tokens (create: the token is shown once; revoke), the sign-in log
+for admins, and a read-only page of the account's e-mail address."""
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from annotation.roles import ADMIN, RESEARCHER, role_required
 
@@ -73,3 +74,12 @@ def sign_ins(request: HttpRequest) -> HttpResponse:
         "accounts/sign_ins.html",
         {"events": events, "shown": SIGNIN_LOG_SHOWN, "days": settings.SIGNIN_LOG_DAYS},
     )
+
+
+@login_required
+@require_GET
+def email(request: HttpRequest) -> HttpResponse:
+    """The account's e-mail address, read-only, in place of allauth's page that lets a signed-in
+    user add addresses unverified: one added by a stolen session would receive the next
+    password link and keep the account after the session is gone. Admins set addresses."""
+    return render(request, "accounts/email.html", {"email": request.user.email})

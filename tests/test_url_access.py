@@ -102,9 +102,9 @@ EXPECTED: dict[str, list[Case]] = {
     "accounts/reauthenticate/": [
         C("/accounts/reauthenticate/", get=REAUTH, post=REAUTH),
     ],
-    # Their own e-mail addresses (an empty POST changes nothing).
+    # Their own e-mail address, read-only (admins set it): a POST is refused.
     "accounts/email/": [
-        C("/accounts/email/", get=(LOGIN, *[200] * 6), post=(LOGIN, *[REDIRECT] * 6)),
+        C("/accounts/email/", get=(LOGIN, *[200] * 6), post=(LOGIN, *[405] * 6)),
     ],
     "accounts/confirm-email/": [C("/accounts/confirm-email/", get=EVERYONE_200, post=NOT_POST)],
     "accounts/confirm-email/(?P<key>[-:\\w]+)/$": [

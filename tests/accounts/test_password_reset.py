@@ -91,3 +91,21 @@ def test_an_unknown_address_gets_no_link(client, cleo):
 def test_without_smtp_the_link_is_printed_in_the_log(client, cleo, capsys):
     client.post(reverse("account_reset_password"), {"email": "cleo@ward.example"})
     assert "/accounts/password/reset/key/" in capsys.readouterr().out
+
+
+def test_a_signed_in_session_cannot_add_an_address_that_would_receive_the_next_link(client, cleo):
+    """allauth's e-mail page took any address, unverified, and the next "forgot password" for it
+    sent a link to this account: whoever held a session kept the account after losing it."""
+    from allauth.account.models import EmailAddress
+
+    client.force_login(cleo)
+    page = client.get("/accounts/email/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "cleo@ward.example" in text and "Only an admin sets or changes it" in text
+    added = client.post("/accounts/email/", {"action_add": "", "email": "thief@elsewhere.example"})
+    assert added.status_code == 405
+    assert not EmailAddress.objects.filter(email="thief@elsewhere.example").exists()
+    client.logout()
+    assert request_link(client, "thief@elsewhere.example") is None
+    assert request_link(client) is not None  # the admin-set address still gets its link
