@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.roles import ADMIN, RESEARCHER, role_required
+from annotation.roles import ADMIN, RESEARCHER, AuthenticatedHttpRequest, role_required
 
 from .forms import TokenCreateForm
 from .selectors import SIGNIN_LOG_SHOWN, api_tokens_live, signin_events_recent
@@ -78,7 +78,7 @@ def sign_ins(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def email(request: HttpRequest) -> HttpResponse:
+def email(request: AuthenticatedHttpRequest) -> HttpResponse:
     """The account's e-mail address, read-only, in place of allauth's page that lets a signed-in
     user add addresses unverified: one added by a stolen session would receive the next
     password link and keep the account after the session is gone. Admins set addresses."""
