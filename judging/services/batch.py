@@ -576,13 +576,10 @@ def results_store(
                 # Tokens of an unusable answer count on the item, as in immediate mode.
                 item.input_tokens_add = outcome.input_tokens  # type: ignore[attr-defined]
                 item.output_tokens_add = outcome.output_tokens  # type: ignore[attr-defined]
-                if completion is not None:
+                base = request_spec(plan).max_tokens
+                if completion is not None and completion.truncated and base:
                     # A cut answer is re-asked with a raised limit, as in immediate mode.
-                    base = request_spec(plan).max_tokens
-                    if base:
-                        item.max_tokens = reask_limit(
-                            completion, item.max_tokens or base, base=base
-                        )
+                    item.max_tokens = reask_limit(completion, item.max_tokens or base, base=base)
                 continue
         if cancelling and completion is None:
             back.append(item.id)
