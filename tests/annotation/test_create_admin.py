@@ -32,6 +32,16 @@ def test_creates_the_first_admin_once(admin_env, capsys):
 
 
 @pytest.mark.django_db
+def test_an_admin_named_in_another_case_is_the_same_admin(admin_env, capsys):
+    admin_env("Lead", STRONG)
+    call_command("create_admin")
+    admin_env("lead", STRONG)
+    call_command("create_admin")  # no IntegrityError from the case-insensitive unique index
+    assert "admin 'lead' (as 'Lead') exists; left as it is" in capsys.readouterr().out
+    assert list(get_user_model().objects.values_list("username", flat=True)) == ["Lead"]
+
+
+@pytest.mark.django_db
 def test_nothing_without_configuration(admin_env):
     admin_env()
     call_command("create_admin")

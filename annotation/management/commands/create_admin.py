@@ -27,8 +27,12 @@ class Command(BaseCommand):
                 "set both MENTALBENCH_ADMIN_USERNAME and MENTALBENCH_ADMIN_PASSWORD, or neither"
             )
         User = get_user_model()
-        if User.objects.filter(username=username).exists():
-            self.stdout.write(f"admin {username!r} exists; left as it is")
+        # Usernames are unique without regard to case (a database index): "Admin" is "admin".
+        existing = User.objects.filter(username__iexact=username).first()
+        if existing is not None:
+            taken = existing.get_username()
+            shown = repr(username) if taken == username else f"{username!r} (as {taken!r})"
+            self.stdout.write(f"admin {shown} exists; left as it is")
             return
         user = User(username=username, email=settings.MENTALBENCH_ADMIN_EMAIL)
         try:
