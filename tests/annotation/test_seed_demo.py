@@ -64,6 +64,13 @@ def test_a_second_run_changes_nothing(db):
     assert "0 assignments created" in second and "0 assignments created" not in first
 
 
+def test_an_account_made_by_hand_in_another_case_is_taken_as_the_demos(db, django_user_model):
+    django_user_model.objects.create_user(username="Clinician1")
+    _seed()
+    names = set(django_user_model.objects.values_list("username", flat=True))
+    assert names == {"admin", "Clinician1", "clinician2", "researcher"}
+
+
 def test_training_can_be_tried_at_once_on_the_practice_conversation(db):
     _seed()
     study = Study.objects.get(name="Demo study")

@@ -95,7 +95,10 @@ class Command(BaseCommand):
         ]
         clinicians = []
         for username, flags in accounts:
-            user, created = User.objects.get_or_create(username=username, defaults=flags)
+            # Usernames ignore case (a unique index): an "Admin" made by hand is the demo's admin.
+            user, created = User.objects.get_or_create(
+                username__iexact=username, defaults={"username": username, **flags}
+            )
             if created:
                 user.set_password(password)
                 user.save(update_fields=["password"])
