@@ -55,3 +55,19 @@ def force_login_with_second_factor(self: Client, user, backend=None) -> None:
     if two_factor_required(user):
         totp_enrol(user)
         session_record_second_factor(self, user)
+
+
+def browser_sign_in(page, username: str, password: str, *, second_factor: bool = False) -> None:
+    """Sign in through the pages, as a person does (Playwright `page` with its base URL); with
+    `second_factor`, give the tests' TOTP code on the page that asks for it (enrol the account
+    first: `totp_enrol`). Without it, a staff or admin account is sent to enrol one."""
+    page.goto("/accounts/login/")
+    page.fill("#id_login", username)
+    page.fill("#id_password", password)
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    if second_factor:
+        page.wait_for_url("**/accounts/2fa/authenticate/**")
+        page.fill("input[name=code]", totp_code())
+        with page.expect_navigation():
+            page.click("main button[type=submit]")

@@ -13,6 +13,7 @@ from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create, study_get_or_create
 from annotation.training import practice_assign, practice_conversations_mark, reference_scores_set
 from tests.factories import clinician_make, study_make
+from tests.second_factor import browser_sign_in, totp_enrol
 
 from .conftest import wait_saved
 
@@ -305,10 +306,14 @@ def test_no_serious_accessibility_violations(
     # axe is injected as a script of its own: only this context lets the page's policy admit it.
     page = browser_context(width=width, bypass_csp=True)
     if who == "admin":
-        _login(page, "ada", "ada-pw-1")
+        # An admin uses the platform only after a second factor: without it every admin page
+        # sent the browser to the sign-in's re-authentication, and axe checked that page instead.
+        totp_enrol(admin)
+        browser_sign_in(page, "ada", "ada-pw-1", second_factor=True)
     else:
         _login(page, "axel", "axel-pw-1")
     page.goto(target)
+    assert page.url.endswith(target), f"{target} ended at {page.url}: axe would check another page"
     page.add_script_tag(path=str(AXE))
     result = page.evaluate(
         "() => axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map("

@@ -11,26 +11,13 @@ from annotation.models import Assignment, Rating, Responder, Score
 from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create
 from tests.factories import RESPONDERS, clinician_make, study_make
-from tests.second_factor import totp_code, totp_enrol
+from tests.second_factor import browser_sign_in, totp_enrol
 
 from .conftest import wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ATTRIBUTES = 7
-
-
-def _login(page, username: str, password: str, *, second_factor: bool = False) -> None:
-    page.goto("/accounts/login/")
-    page.fill("#id_login", username)
-    page.fill("#id_password", password)
-    with page.expect_navigation():
-        page.keyboard.press("Enter")
-    if second_factor:  # an admin signs in with the authenticator enrolled below
-        page.wait_for_url("**/accounts/2fa/authenticate/**")
-        page.fill("input[name=code]", totp_code())
-        with page.expect_navigation():
-            page.click("main button[type=submit]")
 
 
 def _rate_editable_cards(page, score: str) -> None:
@@ -54,7 +41,7 @@ def test_top_up_leaves_submitted_work_locked_and_adds_its_own_task(
     totp_enrol(admin)
 
     clinician = chromium.new_context(base_url=live_server.url).new_page()
-    _login(clinician, "cleo", "pw-cleo")
+    browser_sign_in(clinician, "cleo", "pw-cleo")
     clinician.goto(f"/rate/{first.token}/")
     _rate_editable_cards(clinician, "4")
     clinician.click("#submit-conversation")
@@ -71,7 +58,7 @@ def test_top_up_leaves_submitted_work_locked_and_adds_its_own_task(
                 [conversation.external_id, conversation.context, "An added reply, " * 3]
             )
     admin_page = chromium.new_context(base_url=live_server.url).new_page()
-    _login(admin_page, "ada", "ada-pw-long-1", second_factor=True)
+    browser_sign_in(admin_page, "ada", "ada-pw-long-1", second_factor=True)
     admin_page.goto(f"/imports/?study={study.pk}")
     admin_page.select_option("#id_kind", "conversations")
     admin_page.select_option("#id_study", str(study.pk))
