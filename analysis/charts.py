@@ -58,8 +58,8 @@ def _base(title: str, values: list[dict[str, Any]]) -> dict[str, Any]:
 
 def heatmap_domain(values: pd.Series, *, ci_width: bool) -> list[float]:
     """The colour scale's ends: [0, 1] as in the paper's Figure 2, stretched to the data where it
-    falls outside (an ICC below 0, a CI wider than 1 with few conversations), so that no two
-    different cells are drawn in the same end colour."""
+    falls outside (an ICC below 0, a CI wider than 1 with few conversations), so that a cell
+    beyond [0, 1] is not drawn in the same colour as one at 0 or 1."""
     finite = pd.to_numeric(values, errors="coerce").replace([math.inf, -math.inf], math.nan)
     finite = finite.dropna()
     if finite.empty:
