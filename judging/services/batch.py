@@ -549,6 +549,7 @@ def results_store(
     back: list[int] = []
     billed: list[tuple[int, int, int]] = []
     names = [attribute["name"] for attribute in plan.rubric]
+    run_limit = request_spec(plan).max_tokens
     for item_id, (attempt, result) in by_item.items():
         item = items.get(item_id)
         if item is None or item.attempts != attempt:
@@ -564,7 +565,9 @@ def results_store(
             outcome.add(completion)
             billed.append((item.id, completion.input_tokens or 0, completion.output_tokens or 0))
             outcome.raw_output = completion.text
-            problem = _parse_into(plan, completion, outcome, names, limit=item.max_tokens)
+            problem = _parse_into(
+                plan, completion, outcome, names, limit=item.max_tokens or run_limit
+            )
         if not problem:
             finished.append((item, outcome))
             continue
@@ -576,10 +579,10 @@ def results_store(
                 # Tokens of an unusable answer count on the item, as in immediate mode.
                 item.input_tokens_add = outcome.input_tokens  # type: ignore[attr-defined]
                 item.output_tokens_add = outcome.output_tokens  # type: ignore[attr-defined]
-                base = request_spec(plan).max_tokens
-                if completion is not None and completion.truncated and base:
+                if completion is not None and completion.truncated and run_limit:
                     # A cut answer is re-asked with a raised limit, as in immediate mode.
-                    item.max_tokens = reask_limit(completion, item.max_tokens or base, base=base)
+                    sent = item.max_tokens or run_limit
+                    item.max_tokens = reask_limit(completion, sent, base=run_limit)
                 continue
         if cancelling and completion is None:
             back.append(item.id)
@@ -610,16 +613,15 @@ def _parse_into(
     outcome: Outcome,
     names: list[str],
     *,
-    limit: int | None = None,
+    limit: int | None,
 ) -> str:
     """Parse like immediate mode; returns why the answer is unusable ("" when usable). A batch
     result carries the same finish reason as an immediate answer, so an answer cut off by the
     token limit is refused here too, whatever could be parsed from it. `limit`: the token limit
-    the request was sent with, when a re-ask raised it above the run's."""
+    the request was sent with (the run's, or the item's where a re-ask raised it)."""
     if plan.kind == Run.Kind.GENERATION:
         generation_outcome(plan, completion, outcome)
         return outcome.error
-    limit = limit or request_spec(plan).max_tokens
     if plan.kind == Run.Kind.JUDGE:
         parse = parse_judge_output(completion.text, names, plan.scale)
         cut = cut_off_reason(completion, limit, parse.error)
