@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.roles import RESEARCHER, role_add
+from tests.second_factor import browser_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,11 +25,7 @@ def _slowly(route) -> None:
 def _sign_in(page) -> None:
     user = get_user_model().objects.create_user("res-busy", password="pw-12345678")
     role_add(user=user, role=RESEARCHER)
-    page.goto("/accounts/login/")
-    page.fill("#id_login", "res-busy")
-    page.fill("#id_password", "pw-12345678")
-    with page.expect_navigation():
-        page.click("button[type=submit]")
+    browser_sign_in(page, "res-busy", "pw-12345678")
 
 
 def test_the_dashboard_shows_a_busy_sign_while_the_report_is_recomputed(

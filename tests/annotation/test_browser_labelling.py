@@ -8,6 +8,7 @@ from annotation.models import Assignment, Conversation, LabelAnnotation, Rater, 
 from annotation.roles import CLINICIAN, RESEARCHER, role_add
 from annotation.services import assignments_create, study_get_or_create
 from judging.models import ModelEndpoint, Run
+from tests.second_factor import browser_sign_in
 
 from ..conftest import SCREENSHOTS
 from .conftest import tab_to, wait_saved
@@ -16,11 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _login(page, username: str, password: str) -> None:
-    page.goto("/accounts/login/")
-    page.fill("#id_login", username)
-    page.fill("#id_password", password)
-    with page.expect_navigation():
-        page.keyboard.press("Enter")
+    browser_sign_in(page, username, password)
     page.wait_for_load_state("networkidle")
 
 

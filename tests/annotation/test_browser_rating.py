@@ -63,14 +63,6 @@ def browser_context(chromium, live_server):
     assert not violations, f"the page broke its Content-Security-Policy: {violations}"
 
 
-def _login(page, username: str, password: str) -> None:
-    page.goto("/accounts/login/")
-    page.fill("#id_login", username)
-    page.fill("#id_password", password)
-    with page.expect_navigation():
-        page.keyboard.press("Enter")
-
-
 def _score(card: int, attribute: int) -> int:
     return (card * 3 + attribute) % 5 + 1
 
@@ -95,7 +87,7 @@ def test_keyboard_alone_scores_a_conversation_in_80_keystrokes(
     rater = clinician_make(username="kim", password="kim-pw-1")
     first, second = assignments_create(study=study, clinicians=[rater], seed_rng=random.Random(3))
     page = browser_context(width=width)
-    _login(page, "kim", "kim-pw-1")
+    browser_sign_in(page, "kim", "kim-pw-1")
     page.goto(f"/rate/{first.token}/")
     assert _page_width(page) <= width  # no horizontal scroll
     assert page.inner_text("#score-count") == "0/70 scores"
@@ -145,7 +137,7 @@ def test_touch_screen_scores_one_response_by_taps(django_db_setup, browser_conte
     rater = clinician_make(username="tia", password="tia-pw-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     page = browser_context(width=375, touch=True)
-    _login(page, "tia", "tia-pw-1")
+    browser_sign_in(page, "tia", "tia-pw-1")
     page.goto(f"/rate/{assignment.token}/")
     assert _page_width(page) <= 375
     for n, fieldset in enumerate(page.locator("#response-0 fieldset.attribute").all()):
@@ -176,7 +168,7 @@ def test_a_score_anchor_never_covers_the_next_attribute(django_db_setup, browser
     rater = clinician_make(username="tom", password="tom-pw-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     page = browser_context(width=1280)
-    _login(page, "tom", "tom-pw-1")
+    browser_sign_in(page, "tom", "tom-pw-1")
     page.goto(f"/rate/{assignment.token}/")
     rows = page.locator("#response-0 fieldset.attribute")
     rows.nth(0).locator("label").nth(1).click()
@@ -193,7 +185,7 @@ def test_rubric_panel_and_accessible_names(django_db_setup, browser_context):
     rater = clinician_make(username="una", password="una-pw-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     page = browser_context(width=1280)
-    _login(page, "una", "una-pw-1")
+    browser_sign_in(page, "una", "una-pw-1")
     page.goto(f"/rate/{assignment.token}/")
     panel = page.locator("#rubric")
     assert panel.is_visible()
@@ -213,7 +205,7 @@ def test_rationale_rule_names_the_response(django_db_setup, browser_context):
     rater = clinician_make(username="val", password="val-pw-1")
     (assignment,) = assignments_create(study=study, clinicians=[rater])
     page = browser_context(width=1280)
-    _login(page, "val", "val-pw-1")
+    browser_sign_in(page, "val", "val-pw-1")
     page.goto(f"/rate/{assignment.token}/")
     keys = Keyboard(page)
     keys.press("n")
@@ -311,7 +303,7 @@ def test_no_serious_accessibility_violations(
         totp_enrol(admin)
         browser_sign_in(page, "ada", "ada-pw-1", second_factor=True)
     else:
-        _login(page, "axel", "axel-pw-1")
+        browser_sign_in(page, "axel", "axel-pw-1")
     page.goto(target)
     assert page.url.endswith(target), f"{target} ended at {page.url}: axe would check another page"
     page.add_script_tag(path=str(AXE))

@@ -17,6 +17,7 @@ from annotation.models import (
 )
 from annotation.services import assignments_create, study_get_or_create
 from tests.factories import RESPONDERS, clinician_make, study_make
+from tests.second_factor import browser_sign_in
 
 from .conftest import tab_to, wait_saved
 
@@ -32,11 +33,7 @@ SAVES = re.compile(r"/rate/[^/]+/(save|labels)$")  # the score/rationale and lab
 
 
 def _login(page, name: str) -> None:
-    page.goto("/accounts/login/")
-    page.fill("#id_login", name)
-    page.fill("#id_password", f"{name}-password-1")
-    with page.expect_navigation():
-        page.keyboard.press("Enter")
+    browser_sign_in(page, name, f"{name}-password-1")
 
 
 def _unsent(page) -> str:

@@ -16,7 +16,7 @@ from judging.models import ModelEndpoint, Run
 from tests.conftest import SCREENSHOTS
 from tests.factories import case_context, case_reply, study_make
 from tests.fakes.llm_server import FakeLLMServer
-from tests.second_factor import totp_code, totp_enrol
+from tests.second_factor import browser_sign_in, totp_enrol
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -45,14 +45,7 @@ def eager_celery():
 def sign_in(page) -> None:
     user = get_user_model().objects.create_superuser("root", "root@example.org", PASSWORD)
     totp_enrol(user)
-    page.goto("/accounts/login/")
-    page.fill("#id_login", "root")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url("**/accounts/2fa/authenticate/**")
-    page.fill("input[name=code]", totp_code())
-    with page.expect_navigation():
-        page.click("main button[type=submit]")
+    browser_sign_in(page, "root", PASSWORD, second_factor=True)
 
 
 def serious_axe_violations(page) -> list:

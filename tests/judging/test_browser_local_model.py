@@ -17,7 +17,7 @@ from annotation.models import Rating
 from judging import local_model, services
 from judging.models import Run
 from tests.conftest import SCREENSHOTS
-from tests.second_factor import totp_code, totp_enrol
+from tests.second_factor import browser_sign_in, totp_enrol
 
 pytestmark = [
     pytest.mark.browser,
@@ -40,14 +40,8 @@ def test_newcomer_launches_a_judge_run_on_the_demo_study_and_sees_it_finish(
 
     # The demo admin signs in with a second factor (required of admins): the tests' TOTP.
     totp_enrol(get_user_model().objects.get(username="admin"))
-    page.goto("/accounts/login/")
-    page.fill("#id_login", "admin")
-    page.fill("#id_password", os.environ.get("DEMO_PASSWORD", "mentalbench-demo"))
-    page.click("button[type=submit]")
-    page.wait_for_url("**/accounts/2fa/authenticate/**")
-    page.fill("input[name=code]", totp_code())
-    with page.expect_navigation():
-        page.click("main button[type=submit]")
+    password = os.environ.get("DEMO_PASSWORD", "mentalbench-demo")
+    browser_sign_in(page, "admin", password, second_factor=True)
     page.goto("/judging/")
     page.click("text=New judge run")
     page.select_option("#id_study", label="Demo study")
