@@ -104,10 +104,28 @@ READY_JS = """
       && (!document.querySelector("#swagger-ui") || document.querySelector(".swagger-ui .info"))
 """
 
+# axe runs only those of its default rules (enabled, not experimental) that can report a serious
+# or critical violation: a rule's own impact, where it has one, overrides its checks'. The others
+# (region, landmarks, heading order: minor or moderate by definition, and among the slowest)
+# could never fail this test and only cost time. test_axe_runs_every_rule_that_can_fail_the_walk
+# holds axe-core to both.
+AXE_RULES_JS = """
+() => {
+  const high = (impact) => impact === "serious" || impact === "critical";
+  const checks = axe._audit.data.checks;
+  return axe._audit.rules
+    .filter((rule) => rule.enabled && !rule.tags.includes("experimental"))
+    .filter((rule) => rule.impact ? high(rule.impact)
+      : [...rule.any, ...rule.all, ...rule.none].some((c) => high(checks[c.id || c]?.impact)))
+    .map((rule) => rule.id);
+}
+"""
 AXE_JS = """
-() => axe.run(document, {resultTypes: ["violations"]}).then((r) => r.violations
-  .filter((v) => v.impact === "serious" || v.impact === "critical")
-  .map((v) => v.id + " " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(" | ")))
+(rules) => axe.run(document, {
+    resultTypes: ["violations"], ...(rules ? {runOnly: {type: "rule", values: rules}} : {})})
+  .then((r) => r.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => v.id + " " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(" | ")))
 """
 
 
@@ -186,6 +204,9 @@ def test_every_page_fits_a_phone_and_passes_axe(
     assert pages, f"{role} opens no page at all?"
     problems: list[str] = []
     visited = 0
+    # Whether a URL answers an HTML page does not depend on the width: asked once, at the first.
+    is_page: dict[str, bool] = {}
+    axe_rules: list[str] = []
     for width in WIDTHS:
         # axe is injected as a script of its own: only a context that bypasses the page's
         # policy admits it (tests/test_browser_csp.py checks the policy itself).
@@ -202,14 +223,17 @@ def test_every_page_fits_a_phone_and_passes_axe(
         errors: list[str] = []
         page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
         for route, url in pages:
-            head = context.request.get(
-                url, headers={"Accept": ACCEPT}, max_redirects=0, timeout=SLOW_MS
-            )
-            if head.status != 200:
-                problems.append(f"{url} ({route}) answered {head.status}, expected 200")
+            if url not in is_page:
+                head = context.request.get(
+                    url, headers={"Accept": ACCEPT}, max_redirects=0, timeout=SLOW_MS
+                )
+                if head.status != 200:
+                    problems.append(f"{url} ({route}) answered {head.status}, expected 200")
+                # Not a page: a download or data.
+                content_type = head.headers.get("content-type", "")
+                is_page[url] = head.status == 200 and content_type.startswith("text/html")
+            if not is_page[url]:
                 continue
-            if not head.headers.get("content-type", "").startswith("text/html"):
-                continue  # a download or data, not a page
             response = page.goto(url)
             assert response is not None
             visited += 1
@@ -220,7 +244,8 @@ def test_every_page_fits_a_phone_and_passes_axe(
                 problems.append(f"{where}: charts or Swagger UI not drawn within 60 s")
             for wide in page.evaluate(OVERFLOW_JS):
                 problems.append(f"{where}: wider than the screen: {wide}")
-            for violation in page.evaluate(AXE_JS):
+            axe_rules = axe_rules or page.evaluate(AXE_RULES_JS)
+            for violation in page.evaluate(AXE_JS, axe_rules):
                 problems.append(f"{where}: axe {violation}")
             for error in errors:
                 problems.append(f"{where}: script error {error}")
@@ -232,3 +257,44 @@ def test_every_page_fits_a_phone_and_passes_axe(
         context.close()
     assert visited, f"{role}: no HTML page among {pages}"
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
+
+
+# A page that breaks rules of every impact, among them rules whose checks are serious or critical
+# but whose own impact is minor or moderate (empty-heading, meta-viewport, scope-attr-valid), and
+# an experimental rule that a default run leaves out (td-has-header: the last column's header is
+# empty).
+BAD_PAGE = """<!doctype html><html><head>
+<meta name="viewport" content="width=device-width, user-scalable=no"></head><body>
+<h1></h1><img src="x.png"><input type="text"><button></button><a href="#"></a>
+<p style="color:#bbb;background:#fff">faint</p><div role="bogus">x</div>
+<ul><div>not an item</div></ul><table><tr><th scope="foo">a</th></tr><tr><td>b</td></tr></table>
+<table><tr><th>a</th><th>b</th><th></th></tr><tr><td>1</td><td>2</td><td>x</td></tr>
+<tr><td>3</td><td>4</td><td>y</td></tr></table>
+<span aria-labelledby="nobody" aria-hidden="maybe">x</span></body></html>"""
+
+# Every result of a run, by rule.
+AXE_RAN_JS = """
+() => axe.run(document).then((r) => ["violations", "passes", "incomplete", "inapplicable"]
+  .flatMap((kind) => r[kind].map((v) => [v.id, kind === "violations" ? v.impact : null])))
+"""
+
+
+def test_axe_runs_every_rule_that_can_fail_the_walk(chromium):
+    """The walk runs only AXE_RULES_JS's rules: every one of them is a rule a default axe run
+    runs, and on a page that breaks rules of every impact they find exactly the serious and
+    critical violations a default run finds, while the default rules left out did fire, and
+    only with minor or moderate impact: the restriction is exact, not lucky."""
+    page = chromium.new_page()
+    page.set_content(BAD_PAGE)
+    page.add_script_tag(path=str(AXE))
+    rules = page.evaluate(AXE_RULES_JS)
+    ran = page.evaluate(AXE_RAN_JS)
+    assert 0 < len(rules) and set(rules) < {rule for rule, _ in ran}
+    assert "td-has-header" not in {rule for rule, _ in ran}, "experimental: not in a default run"
+    default_run = page.evaluate(AXE_JS, None)
+    assert len(default_run) >= 6, default_run
+    assert sorted(page.evaluate(AXE_JS, rules)) == sorted(default_run)
+    left_out = {(rule, impact) for rule, impact in ran if impact and rule not in rules}
+    assert {"empty-heading", "meta-viewport", "scope-attr-valid"} <= {r for r, _ in left_out}
+    assert {impact for _, impact in left_out} <= {"minor", "moderate"}
+    page.context.close()
