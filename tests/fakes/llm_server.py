@@ -79,7 +79,8 @@ HTTP 200 answers written to a client that was still connected: an answer to a cl
 out or died is not "sent"), and `in_flight` / `max_in_flight` (requests being handled now / at
 most at once). `hold()` makes every request wait before it is answered until `release()` — a
 worker can then be killed with all its requests in the server's hands, and
-`held_with_client_connected()` says when the server has seen all of their connections close.
+`handled_with_client_connected()` says when the server has seen all of their connections close
+(`held_with_client_connected()` counts only those waiting at the gate).
 """
 
 from __future__ import annotations
@@ -108,6 +109,11 @@ MARKER = re.compile(r"\[\[scenario:([A-Za-z0-9_]+)((?:\s+[A-Za-z_]+=[^\s\]]*)*)\
 _TEMPLATE_KEY = re.compile(r'"([^"\n]+)"\s*:\s*X\b')
 _RESERVED_KEYS = ("Overall", "Explanation")
 _DISTORTION_LIST = re.compile(r"COGNITIVE DISTORTIONS LIST:`?\s*\[([^\]]*)\]")
+
+
+def _connected(requests: list[web.Request]) -> int:
+    """How many of `requests` still have their client on the line."""
+    return sum(1 for r in requests if r.transport is not None and not r.transport.is_closing())
 
 
 def scenario(name: str, **params: object) -> str:
@@ -201,6 +207,7 @@ class FakeLLMServer(BatchEndpoints):
         self._lock = threading.Lock()
         self._gate: asyncio.Event | None = None  # created on the server's loop
         self._held: dict[int, web.Request] = {}  # requests waiting at the gate, by id()
+        self._handled: dict[int, web.Request] = {}  # every request being handled, by id()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -258,7 +265,17 @@ class FakeLLMServer(BatchEndpoints):
         """How many held requests still have their client on the line (0: all hung up)."""
         with self._lock:
             held = list(self._held.values())
-        return sum(1 for r in held if r.transport is not None and not r.transport.is_closing())
+        return _connected(held)
+
+    def handled_with_client_connected(self) -> int:
+        """How many requests being handled, wherever they are (reading the body, in a `delay` or
+        `slow` sleep, at the gate), still have their client on the line. After a client is
+        killed, 0 means the server has seen every one of its connections close, so none of its
+        requests can be answered (and counted as sent) afterwards; `held_with_client_connected`
+        misses those not yet at the gate."""
+        with self._lock:
+            handled = list(self._handled.values())
+        return _connected(handled)
 
     def _gate_event(self) -> asyncio.Event:
         if self._gate is None:
@@ -368,23 +385,25 @@ class FakeLLMServer(BatchEndpoints):
     # ----------------------------------------------------------------- protocol handlers
 
     async def _openai(self, request: web.Request) -> web.StreamResponse:
-        with self._tracked():
+        with self._tracked(request):
             return await self._openai_answer(request)
 
     async def _anthropic(self, request: web.Request) -> web.StreamResponse:
-        with self._tracked():
+        with self._tracked(request):
             return await self._anthropic_answer(request)
 
     @contextlib.contextmanager
-    def _tracked(self) -> Iterator[None]:
+    def _tracked(self, request: web.Request) -> Iterator[None]:
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._handled[id(request)] = request
         try:
             yield
         finally:
             with self._lock:
                 self.in_flight -= 1
+                self._handled.pop(id(request), None)
 
     async def _openai_answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

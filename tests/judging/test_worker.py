@@ -270,8 +270,12 @@ def test_fault_injection_every_item_ends_once_and_the_run_ends_by_itself(
             # Read after the kill, not before: an item may still end (a held request timing out)
             # in the instant between a read and the SIGKILL, and then it was never orphaned.
             orphaned = set(running.values_list("id", flat=True))
+            # Every request the dead worker had open, not only those at the gate: one still in a
+            # `delay` or `slow` sleep reaches the gate after the release, and if the server had
+            # not yet seen its connection close it was answered, counted as sent, and never
+            # billed by anyone (about one run in six failed so, 10-30 ms after the kill).
             wait_for(
-                lambda: server.held_with_client_connected() == 0,
+                lambda: server.handled_with_client_connected() == 0,
                 timeout=60,
                 what="the server to see the dead worker's connections close",
             )
