@@ -561,13 +561,12 @@ def results_store(
         outcome = Outcome()
         completion = result.completion
         problem = result.error or result.kind
+        sent_limit = item.max_tokens or run_limit  # the limit this item's request carried
         if completion is not None:
             outcome.add(completion)
             billed.append((item.id, completion.input_tokens or 0, completion.output_tokens or 0))
             outcome.raw_output = completion.text
-            problem = _parse_into(
-                plan, completion, outcome, names, limit=item.max_tokens or run_limit
-            )
+            problem = _parse_into(plan, completion, outcome, names, limit=sent_limit)
         if not problem:
             finished.append((item, outcome))
             continue
@@ -579,10 +578,9 @@ def results_store(
                 # Tokens of an unusable answer count on the item, as in immediate mode.
                 item.input_tokens_add = outcome.input_tokens  # type: ignore[attr-defined]
                 item.output_tokens_add = outcome.output_tokens  # type: ignore[attr-defined]
-                if completion is not None and completion.truncated and run_limit:
+                if completion is not None and completion.truncated and run_limit and sent_limit:
                     # A cut answer is re-asked with a raised limit, as in immediate mode.
-                    sent = item.max_tokens or run_limit
-                    item.max_tokens = reask_limit(completion, sent, base=run_limit)
+                    item.max_tokens = reask_limit(completion, sent_limit, base=run_limit)
                 continue
         if cancelling and completion is None:
             back.append(item.id)
