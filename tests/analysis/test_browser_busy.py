@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -17,9 +16,24 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 FILTERED = re.compile(r"/analysis/studies/\d+/(judge-assisted/)?\?")  # the htmx re-render
 
 
-def _slowly(route) -> None:
-    time.sleep(1.5)  # longer than the sign's 300 ms grace
-    route.continue_()
+class _Held:
+    """Holds the re-render's request in the browser until the test lets it go. Sleeping in the
+    route handler instead blocks the test's own thread, not the browser: the request could be
+    answered before the test got to read the busy state, and the test failed now and then."""
+
+    def __init__(self, page) -> None:
+        self.page = page
+        self.routes: list = []
+        page.route(FILTERED, self._hold)
+
+    def _hold(self, route) -> None:
+        self.routes.append(route)
+
+    def release(self) -> None:
+        while not self.routes:
+            self.page.wait_for_timeout(20)
+        for route in self.routes:
+            route.continue_()
 
 
 def _sign_in(page) -> None:
@@ -35,11 +49,12 @@ def test_the_dashboard_shows_a_busy_sign_while_the_report_is_recomputed(
     page.goto(f"/analysis/studies/{small_study.study.pk}/")
     sign = page.locator('.busy-sign[data-busy-sign="report"]')
     assert sign.is_hidden() and sign.get_attribute("role") == "status"
-    page.route(FILTERED, _slowly)
+    held = _Held(page)
     page.select_option("#id_bootstrap", "5000")
     sign.wait_for(state="visible")
     assert "Computing" in sign.inner_text()
     assert page.get_attribute("#report", "aria-busy") == "true"
+    held.release()
     sign.wait_for(state="hidden", timeout=120_000)
     assert page.get_attribute("#report", "aria-busy") is None
     assert "Coverage" in page.inner_text("#report")
@@ -52,10 +67,11 @@ def test_the_judge_assisted_page_shows_a_busy_sign_while_it_computes(
     page.goto(f"/analysis/studies/{small_study.study.pk}/judge-assisted/")
     sign = page.locator('.busy-sign[data-busy-sign="report"]')
     assert sign.is_hidden()
-    page.route(FILTERED, _slowly)
+    held = _Held(page)
     page.select_option("#id_share", "50")
     page.click("#ja-apply")
     sign.wait_for(state="visible")
     assert page.get_attribute("#report", "aria-busy") == "true"
+    held.release()
     sign.wait_for(state="hidden", timeout=120_000)
     assert page.get_attribute("#report", "aria-busy") is None
