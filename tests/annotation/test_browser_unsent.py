@@ -43,6 +43,16 @@ def _unsent(page) -> str:
     )
 
 
+def _until(page, ready, timeout_ms: int = 15000) -> None:
+    """Lets the page run until ready() holds: a fixed pause is too short on a loaded machine,
+    where the page's timers and requests come late."""
+    for _ in range(timeout_ms // 50):
+        if ready():
+            return
+        page.wait_for_timeout(50)
+    assert ready()
+
+
 class SaveJam:
     """Jams the page's save requests until it is reloaded, which then still says "Saving…":
     with `deliver`, every other request goes through; the others, or all without `deliver`, stay
@@ -82,8 +92,10 @@ def test_reload_mid_save_keeps_every_score_and_rationale(django_db_setup, page, 
                 page.keyboard.press(str(score))  # picks and moves to the next attribute
             page.focus(f"#rationale-{card}")
             page.keyboard.type(f"Why card {card}.")
-        page.wait_for_timeout(1000)  # the rationale's 700 ms debounce fires into the jam
-        assert jam.seen >= 2 * ATTRIBUTES and jam.held
+        # Every score, and each rationale (on leaving it, or after the 700 ms pause), goes out
+        # into the jam.
+        _until(page, lambda: jam.seen >= 2 * ATTRIBUTES + 2)
+        assert jam.held
         assert "All changes saved" not in page.inner_text("#save-state")
         unsent = _unsent(page)
         # Blinded tokens and values only: nothing says who wrote a response.
@@ -123,8 +135,8 @@ def test_a_newer_value_from_another_tab_wins_over_an_unsent_older_edit(
     with SaveJam(page, deliver=False) as jam:
         tab_to(page, "#response-0 input[type=radio]")
         page.keyboard.press("2")
-        page.wait_for_timeout(300)
-        assert jam.held and not Score.objects.exists()
+        _until(page, lambda: jam.held)
+        assert not Score.objects.exists()
         # Meanwhile another tab saves 5 for the same field, later.
         other = page.context.new_page()
         other.goto(f"/rate/{assignment.token}/")
@@ -154,8 +166,7 @@ def test_reload_mid_save_keeps_the_distortion_labels(django_db_setup, page, live
         tab_to(page, "#secondary-group input[type=radio]")
         for _ in range(10):
             page.keyboard.press("ArrowDown")  # Labeling
-        page.wait_for_timeout(300)
-        assert jam.held  # one in flight; the form queues the newer selections behind it
+        _until(page, lambda: jam.held)  # one in flight; the form queues the newer ones behind it
         stored = LabelAnnotation.objects.filter(rater=rater).values_list("labels", flat=True)
         assert ["Overgeneralization", "Labeling"] not in list(stored)
         assert json.loads(_unsent(page))
