@@ -459,10 +459,13 @@ from datetime import timedelta  # noqa: E402
 
 # DRF's authtoken kept raw tokens in the database; knox replaces it (accounts' migration drops
 # the old table).
-INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "rest_framework.authtoken"] + [
+# accounts comes before django.contrib.auth so that its createsuperuser (which knows usernames
+# are unique without regard to case) is the one manage.py runs: the first app with a command wins.
+INSTALLED_APPS = [
+    "accounts",
+    *(app for app in INSTALLED_APPS if app != "rest_framework.authtoken"),
     "axes",
     "knox",
-    "accounts",
 ]
 # Axes goes last: it turns a lock-out into its own response.
 MIDDLEWARE = [*MIDDLEWARE, "axes.middleware.AxesMiddleware"]

@@ -62,3 +62,37 @@ def test_half_configured_is_an_error(admin_env):
     admin_env("lead", "")
     with pytest.raises(CommandError, match="both"):
         call_command("create_admin")
+
+
+@pytest.mark.django_db
+def test_createsuperuser_refuses_a_name_taken_in_another_case(monkeypatch):
+    """Django's own command looks for the exact name only; the database index then failed with
+    a bare IntegrityError. The platform's createsuperuser refuses it as taken, before writing."""
+    get_user_model().objects.create_user("Lead", password=STRONG)
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", STRONG)
+    with pytest.raises(CommandError, match=r"already taken \(as 'Lead'\)"):
+        call_command("createsuperuser", "--noinput", "--username", "lead", "--email", "")
+    assert list(get_user_model().objects.values_list("username", flat=True)) == ["Lead"]
+
+
+@pytest.mark.django_db
+def test_createsuperuser_asks_again_for_a_name_taken_in_another_case(monkeypatch, capsys):
+    get_user_model().objects.create_user("Lead", password=STRONG)
+    answers = iter(["lead", "second"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    monkeypatch.setattr("getpass.getpass", lambda prompt="": STRONG)
+
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    call_command("createsuperuser", "--email", "second@example.org", stdin=Terminal())
+    assert "already taken (as 'Lead')" in capsys.readouterr().err
+    admin = get_user_model().objects.get(username="second")
+    assert admin.is_superuser and admin.check_password(STRONG)
+
+
+def test_manage_py_runs_the_platform_createsuperuser():
+    from django.core.management import get_commands
+
+    assert get_commands()["createsuperuser"] == "accounts"
