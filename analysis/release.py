@@ -49,7 +49,7 @@ from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
 
 from analysis.pseudonyms import rater_codes_ensure
-from analysis.selectors import ratings_version
+from analysis.selectors import study_version
 from annotation.csvsafe import reversible_writer
 from annotation.importers.base import ImportProblem
 from annotation.importers.limits import (
@@ -769,8 +769,9 @@ PREVIEW_CACHE_SECONDS = 24 * 3600
 
 
 def _version(study: Study) -> str:
-    """Changes when anything the release holds changes: ratings (ratings_version), flagged
-    conversations, conversations and responses added."""
+    """Changes when anything the release holds changes: ratings and what names and shapes the
+    study (study_version: its description, rubric, judges, responders, clinician sample),
+    flagged conversations, conversations and responses added."""
     flagged = _flagged(study).aggregate(n=Count("id"), last=Max("last_activity_at"))
     responses = Response.objects.filter(conversation__study=study).aggregate(
         n=Count("id"), last=Max("id")
@@ -779,7 +780,7 @@ def _version(study: Study) -> str:
         map(
             str,
             (
-                ratings_version(study=study),
+                study_version(study=study),
                 flagged["n"],
                 flagged["last"],
                 responses["n"],

@@ -29,7 +29,18 @@ from analysis.copy_read import RatingScores, packed_rating_scores, plain_columns
 from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
 from annotation.analysed import FIRST, analysed_ratings_q
-from annotation.models import Conversation, Rater, Rating, Responder, Response, Score, Study
+from annotation.models import (
+    Attribute,
+    ClinicianSample,
+    Conversation,
+    Rater,
+    Rating,
+    Responder,
+    Response,
+    Rubric,
+    Score,
+    Study,
+)
 
 FRAME_COLUMNS = (
     "conversation",
@@ -380,6 +391,45 @@ def ratings_version(*, study: Study) -> str:
     return f"{agg['n']}:{last}"
 
 
+def study_version(*, study: Study) -> str:
+    """What the study's cached analyses (dashboard, judge-assisted page, release datasheet) are
+    kept with: the ratings_version, and a digest of the small tables that shape and name them.
+
+    A judge's self-preference exclusions changed by a re-import or in the admin, a judge or a
+    responder renamed, the study's description or rubric edited, a new clinician sample drawn:
+    none of these changes a rating, and each changes what those pages show. The tables are
+    small (a study, its rubric, every judge and responder), so the digest costs a few
+    milliseconds; whole tables rather than the study's share of them, because finding that share
+    would read every rating.
+    """
+    rubric = Rubric.objects.filter(pk=study.rubric_id).values_list("name", "scale_min", "scale_max")
+    shape = [
+        [study.name, study.description, study.kind, study.label_scheme, list(rubric)],
+        list(
+            Attribute.objects.filter(rubric_id=study.rubric_id)
+            .order_by("position", "pk")
+            .values_list("name", "group", "description", "position")
+        ),
+        list(
+            Rater.objects.filter(kind=Rater.Kind.JUDGE)
+            .order_by("pk")
+            .values_list("pk", "name", "model", "family", "excluded_responders")
+        ),
+        list(
+            Responder.objects.order_by("pk").values_list(
+                "pk", "key", "name", "family", "is_reference"
+            )
+        ),
+        list(
+            ClinicianSample.objects.filter(study=study)
+            .order_by("-created_at", "-id")
+            .values_list("pk", flat=True)[:1]
+        ),
+    ]
+    digest = hashlib.sha256(json.dumps(shape, default=str).encode()).hexdigest()[:16]
+    return f"{ratings_version(study=study)}:{digest}"
+
+
 def ratings_stamp(*, study: Study) -> str:
     """What researchers are told of the ratings' state (the API's `ratings_version`): the number
     of submitted ratings and the day the latest of them changed, "<n>:<YYYY-MM-DD>".
@@ -387,7 +437,7 @@ def ratings_stamp(*, study: Study) -> str:
     Drafts are left out and the time of day too: researchers see submitted ratings dated to the
     day, so a stamp that moved with every autosave, at microsecond resolution, would tell them
     when each clinician was working. (`ratings_version`, which also counts drafts, stays inside
-    the report cache's keys and is never shown.)
+    the cache keys, through study_version, and is never shown.)
     """
     agg = Rating.objects.filter(
         response__conversation__study=study, status=Rating.Status.COMPLETE
@@ -559,13 +609,14 @@ class StudyReport:
 def study_report(
     *, study: Study, filters: Filters | None = None, params: ReportParams | None = None
 ) -> StudyReport:
-    """The dashboard's tables, recomputed from Postgres only when the study's ratings changed.
+    """The dashboard's tables, recomputed from Postgres only when the study changed.
 
-    The cache key holds the ratings version (count and latest update of the study's ratings),
-    so a new or edited rating makes the next request recompute; stale entries simply expire.
+    The cache key holds the study_version (the count and latest update of the study's ratings,
+    and a digest of its judges, responders, rubric and description), so a new or edited rating
+    or a judge's changed exclusions make the next request recompute; stale entries expire.
     """
     filters, params = filters or Filters(), params or ReportParams()
-    version = ratings_version(study=study)
+    version = study_version(study=study)
     # "coded": reports show clinicians by study code; entries cached before codes existed
     # (keyed without it) held names and must never be served again.
     key = "analysis:report:coded:" + ":".join(

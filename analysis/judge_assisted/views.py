@@ -30,7 +30,7 @@ from analysis.judge_assisted.selectors import (
     judge_names,
     labelled_share,
 )
-from analysis.selectors import attribute_names, ratings_version
+from analysis.selectors import attribute_names, study_version
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
 from annotation.selectors import clinician_sample_current
@@ -175,7 +175,7 @@ def _median(values: ArrayLike) -> float | None:
 @role_required(RESEARCHER)
 def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
     study = get_object_or_404(Study.objects.select_related("rubric"), pk=study_id)
-    version = ratings_version(study=study)
+    version = study_version(study=study)
     judges = _judges(study, version)
     form = JudgeAssistedForm(request.GET or None, judges=judges)
     context: dict[str, Any] = {"study": study, "form": form, "error": None, "chart_specs": []}

@@ -177,6 +177,18 @@ def test_a_changed_rating_is_not_answered_from_the_cache(small_study, researcher
     assert after != before
 
 
+def test_a_renamed_judge_is_shown_by_its_new_name(small_study, researcher_client):
+    """The judges' names are cached with the study's version, which a rename changes although
+    no rating does; the old name is neither offered nor shown."""
+    from annotation.models import Rater
+
+    url = _url(small_study.study)
+    assert "judge-y" in researcher_client.get(url).content.decode()
+    Rater.objects.filter(name="judge-y").update(name="judge-renamed")
+    html = researcher_client.get(url).content.decode()
+    assert "judge-renamed" in html and "judge-y" not in html
+
+
 def test_lever_table_shows_the_responder_scenario_with_its_range(small_study, researcher_client):
     html = researcher_client.get(
         _url(small_study.study), {"judge": ["judge-y"], "lever": "on"}

@@ -282,6 +282,17 @@ def test_researcher_reads_the_datasheet_then_downloads_the_zip(client, researche
     assert log.channel == "web" and log.user == researcher
 
 
+def test_the_page_shows_the_datasheet_of_the_study_as_it_is_now(client, researcher, generated):
+    """The datasheet is cached with the study's version: a new description (an admin's edit, no
+    rating changed) is on the page at once, as it is in the download."""
+    client.force_login(researcher)
+    url = reverse("analysis:release", args=[generated.study.pk])
+    assert "A new description." not in client.get(url).content.decode()
+    generated.study.description = "A new description."
+    generated.study.save()
+    assert "A new description." in client.get(url).content.decode()
+
+
 def test_clinician_can_neither_read_nor_download_the_release(client, clinician_user, generated):
     client.force_login(clinician_user)
     pk = generated.study.pk

@@ -95,7 +95,7 @@ def test_study_report_is_cached_until_new_ratings_arrive(
 ):
     params = selectors.ReportParams(n_boot=50)
     first = selectors.study_report(study=small_study.study, params=params)
-    with django_assert_max_num_queries(2):  # the version check only
+    with django_assert_max_num_queries(7):  # the version check only (study_version)
         again = selectors.study_report(study=small_study.study, params=params)
     assert again.version == first.version
     rating = Rating.objects.filter(status="draft").get()
@@ -104,6 +104,60 @@ def test_study_report_is_cached_until_new_ratings_arrive(
     fresh = selectors.study_report(study=small_study.study, params=params)
     assert fresh.version != first.version
     assert fresh.coverage["with_clinician"] == 9
+
+
+def test_study_report_is_recomputed_when_a_judges_exclusions_change(small_study):
+    """A re-import with another --exclude (or an admin's edit) changes a judge's exclusions and
+    no rating: the dashboard must not keep the numbers of the old exclusions."""
+    from annotation.services import judge_rater_get_or_create
+
+    params = selectors.ReportParams(n_boot=50)
+    first = selectors.study_report(study=small_study.study, params=params)
+    assert first.reliability.groupby("judge")["n_models"].first()["judge-x"] == 4
+    judge_rater_get_or_create(name="judge-x", excluded=[])
+    fresh = selectors.study_report(study=small_study.study, params=params)
+    assert fresh.reliability.groupby("judge")["n_models"].first()["judge-x"] == 5
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "study_name",
+        "study_description",
+        "rubric_attribute",
+        "judge_name",
+        "judge_exclusions",
+        "responder_name",
+        "clinician_sample",
+    ],
+)
+def test_study_version_changes_with_what_names_and_shapes_the_analyses(small_study, change):
+    from annotation.models import Attribute, ClinicianSample, Conversation, Rater, Responder
+
+    study = small_study.study
+    before = selectors.study_version(study=study)
+    assert selectors.study_version(study=study) == before  # nothing changed: the same
+    if change == "study_name":
+        study.name = "Renamed study"
+        study.save()
+    elif change == "study_description":
+        study.description = "What this study is."
+        study.save()
+    elif change == "rubric_attribute":
+        first = Attribute.objects.filter(rubric=study.rubric).order_by("position").first()
+        Attribute.objects.filter(pk=first.pk).update(description="Reworded.")
+    elif change == "judge_name":
+        Rater.objects.filter(name="judge-y").update(name="judge-z")
+    elif change == "judge_exclusions":
+        Rater.objects.filter(name="judge-y").update(excluded_responders=["m2"])
+    elif change == "responder_name":
+        Responder.objects.filter(key="m1").update(name="Another model")
+    else:
+        sample = ClinicianSample.objects.create(
+            study=study, method="uniform", size=1, population=9, seed=7
+        )
+        sample.conversations.add(Conversation.objects.filter(study=study).first())
+    assert selectors.study_version(study=study) != before
 
 
 @pytest.mark.parametrize("as_published", [False, True])
