@@ -298,7 +298,8 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
         format: str | None = None,
     ) -> ApiResponse:
         """A report table (reliability: one row per judge × attribute) for the study or a
-        subset; recomputed only when the study's ratings changed."""
+        subset; recomputed only when the study changed (its ratings, judges' names and
+        exclusions, responders, rubric: analysis.selectors.study_version)."""
         # `format` comes from the router's suffix route (reports/reliability.json), which
         # answered 500 without the argument.
         if table not in TABLES:
