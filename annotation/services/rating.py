@@ -479,13 +479,14 @@ def assignment_heartbeat(*, assignment: Assignment) -> None:
         assignment_touch(assignment, now)
 
 
-def username_clean(username: str) -> str:
+def username_clean(username: str, *, renaming: int | None = None) -> str:
     """`username` stripped and checked, or ValueError saying why it cannot be a new account's.
 
     Django's username rule (letters, digits and @ . + - _ only: no spaces, tabs or formula
     syntax), a letter or digit first (a name is shown in CSVs and admin lists, where a leading
     = + - @ is how a spreadsheet formula starts), at most 150 characters, and unique without
     regard to case: "Admin" beside "admin" would be a second account that reads as the first.
+    `renaming` is the id of an account being renamed, which may keep its own name.
     """
     username = username.strip()
     if not username:
@@ -502,7 +503,8 @@ def username_clean(username: str) -> str:
         ) from None
     if not username[0].isalnum():
         raise ValueError(f"the username {username!r} must start with a letter or a digit")
-    clash = User.objects.filter(**{f"{User.USERNAME_FIELD}__iexact": username}).first()
+    same = User.objects.filter(**{f"{User.USERNAME_FIELD}__iexact": username})
+    clash = (same if renaming is None else same.exclude(pk=renaming)).first()
     if clash is not None:
         taken = clash.get_username()
         raise ValueError(

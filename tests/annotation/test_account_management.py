@@ -183,6 +183,77 @@ def test_invite_accepts_an_ordinary_new_username(client, accounts, django_user_m
     assert django_user_model.objects.filter(username="dr.Lee-2").exists()
 
 
+def test_renaming_a_user_in_the_django_admin_to_a_name_taken_in_another_case_is_refused(
+    client, accounts, django_user_model
+):
+    """Django's own user change form checks the exact name only; the unique index then failed
+    the save with a server error. The platform's admin form refuses it on the form."""
+    client.force_login(accounts["superuser"])
+    target = accounts["researcher"]
+    url = reverse("admin:auth_user_change", args=[target.pk])
+    form = {
+        "username": "Clin",
+        "first_name": "",
+        "last_name": "",
+        "email": "",
+        "is_active": "on",
+        "date_joined_0": "2026-01-01",
+        "date_joined_1": "00:00:00",
+        "initial-date_joined_0": "2026-01-01",
+        "initial-date_joined_1": "00:00:00",
+    }
+    response = client.post(url, form)
+    assert response.status_code == 200  # the form again, with the error
+    assert "taken (as 'clin': usernames ignore case)" in html.unescape(response.content.decode())
+    target.refresh_from_db()
+    assert target.username == "res"
+    response = client.post(url, {**form, "username": "Res"})  # its own name in another case
+    assert response.status_code == 302
+    target.refresh_from_db()
+    assert target.username == "Res"
+
+
+@pytest.mark.parametrize(
+    ("username", "said"),
+    [("Clin", "taken (as 'clin': usernames ignore case)"), ("@SUM", "must start with a letter")],
+)
+def test_the_django_admin_adds_users_by_the_invite_rule(
+    client, accounts, django_user_model, username, said
+):
+    client.force_login(accounts["superuser"])
+    before = django_user_model.objects.count()
+    password = "a-long-enough-passphrase-42"
+    response = client.post(
+        reverse("admin:auth_user_add"),
+        {
+            "username": username,
+            "password1": password,
+            "password2": password,
+            "usable_password": "true",
+        },
+    )
+    assert response.status_code == 200
+    assert said in html.unescape(response.content.decode())
+    assert django_user_model.objects.count() == before
+
+
+def test_the_django_admin_still_adds_an_ordinary_user(client, accounts, django_user_model):
+    client.force_login(accounts["superuser"])
+    assert client.get(reverse("admin:auth_user_add")).status_code == 200
+    password = "a-long-enough-passphrase-42"
+    response = client.post(
+        reverse("admin:auth_user_add"),
+        {
+            "username": "dr.New",
+            "password1": password,
+            "password2": password,
+            "usable_password": "true",
+        },
+    )
+    assert response.status_code == 302
+    assert django_user_model.objects.get(username="dr.New").check_password(password)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_database_refuses_a_username_that_differs_only_in_case(django_user_model):
     from django.db import IntegrityError
