@@ -1,3 +1,6 @@
+from typing import Any, cast
+
+from django import forms
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
@@ -26,6 +29,7 @@ from .models import (
     Study,
     TrainingOutcome,
 )
+from .selectors import rubric_in_use, study_has_work
 
 
 class ViewOnlyAdmin(admin.ModelAdmin):
@@ -59,28 +63,99 @@ class ViewOnlyInline(admin.TabularInline):
         return False
 
 
-class AttributeLevelInline(admin.TabularInline):
+# A rubric in use (scores exist on it) keeps its meaning: its name, scale, attributes (name,
+# group, position) and level values are shown read-only, none is added or deleted; descriptions
+# and anchor texts may still be corrected. A changed rubric is a new rubric. annotation.selectors
+# .rubric_in_use says why.
+
+
+def _in_use(rubric: Rubric | None) -> bool:
+    return rubric is not None and rubric_in_use(rubric_id=rubric.pk)
+
+
+class _LockedWhenInUse:
+    """For an admin (or inline) of a rubric's parts: `locked` fields read-only, no add or
+    delete, once the rubric is in use. `rubric_of(obj)` finds the rubric from the page's object."""
+
+    locked: tuple[str, ...] = ()
+
+    def rubric_of(self, obj) -> Rubric | None:
+        raise NotImplementedError
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(cast(Any, super()).get_readonly_fields(request, obj))
+        return [*fields, *self.locked] if _in_use(self.rubric_of(obj)) else fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        # An inline's obj is the page's rubric or attribute; a new Attribute's own page cannot
+        # know its rubric yet, so AttributeAdminForm checks it.
+        parent = cast(Any, super())
+        if not isinstance(self, admin.options.InlineModelAdmin):
+            return bool(parent.has_add_permission(request))
+        return not _in_use(self.rubric_of(obj)) and bool(parent.has_add_permission(request, obj))
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if _in_use(self.rubric_of(obj)):
+            return False
+        return bool(cast(Any, super()).has_delete_permission(request, obj))
+
+
+class AttributeLevelInline(_LockedWhenInUse, admin.TabularInline):
     model = AttributeLevel
     extra = 0
+    locked = ("value",)
+
+    def rubric_of(self, obj: Attribute | None) -> Rubric | None:
+        return obj.rubric if obj is not None else None
+
+
+class AttributeAdminForm(forms.ModelForm):
+    def clean_rubric(self) -> Rubric:
+        rubric = self.cleaned_data["rubric"]
+        if self.instance.pk is None and _in_use(rubric):
+            raise forms.ValidationError(
+                f"Rubric {rubric.name!r} has scores: its attributes are fixed. Create a new "
+                "rubric for a study that needs another attribute."
+            )
+        return rubric
 
 
 @admin.register(Attribute)
-class AttributeAdmin(admin.ModelAdmin):
+class AttributeAdmin(_LockedWhenInUse, admin.ModelAdmin):
     list_display = ["name", "rubric", "group", "position"]
     list_filter = ["rubric", "group"]
     inlines = [AttributeLevelInline]
+    form = AttributeAdminForm
+    locked = ("rubric", "name", "group", "position")
+
+    def rubric_of(self, obj: Attribute | None) -> Rubric | None:
+        return obj.rubric if obj is not None else None
+
+    def get_actions(self, request):
+        # Deleting several at once asks no object whether its rubric is in use.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
 
 
-class AttributeInline(admin.TabularInline):
+class AttributeInline(_LockedWhenInUse, admin.TabularInline):
     model = Attribute
     extra = 0
     show_change_link = True
+    locked = ("name", "group", "position")
+
+    def rubric_of(self, obj: Rubric | None) -> Rubric | None:
+        return obj
 
 
 @admin.register(Rubric)
-class RubricAdmin(admin.ModelAdmin):
+class RubricAdmin(_LockedWhenInUse, admin.ModelAdmin):
     list_display = ["name", "scale_min", "scale_max", "created_at"]
     inlines = [AttributeInline]
+    locked = ("name", "scale_min", "scale_max")
+
+    def rubric_of(self, obj: Rubric | None) -> Rubric | None:
+        return obj
 
 
 class DistortionLabelInline(ViewOnlyInline):
@@ -96,6 +171,14 @@ class StudyAdmin(admin.ModelAdmin):
     list_filter = ["kind"]
     search_fields = ["name"]
     inlines = [DistortionLabelInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Scores and labels were given on this rubric and kind of study: switching either under
+        # them would make the analyses read them against another rubric or scheme.
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and study_has_work(study_id=obj.pk):
+            fields += ["kind", "label_scheme", "rubric"]
+        return fields
 
     @admin.display(description="import")
     def import_link(self, obj: Study) -> str:

@@ -152,6 +152,22 @@ class RatingPage:
         return any(item.earlier for item in self.items)
 
 
+def rubric_in_use(*, rubric_id: int | None) -> bool:
+    """Scores exist on the rubric's attributes: its scale, attribute names, groups, positions and
+    level values now give stored scores their meaning (and exports and re-imports match on them),
+    so they are no longer edited. Wording (descriptions, anchors) may still be corrected."""
+    return rubric_id is not None and Score.objects.filter(attribute__rubric_id=rubric_id).exists()
+
+
+def study_has_work(*, study_id: int) -> bool:
+    """Ratings or labels exist in the study (drafts and practice too): its rubric, kind and
+    label scheme are what they were given on."""
+    return (
+        Rating.objects.filter(response__conversation__study_id=study_id).exists()
+        or LabelAnnotation.objects.filter(conversation__study_id=study_id).exists()
+    )
+
+
 def rubric_groups(*, rubric_id: int) -> list[tuple[str, str, list[AttributeView]]]:
     """A rubric's attributes with their anchors, grouped as (code, label, attributes)."""
     attributes = [

@@ -76,3 +76,61 @@ def test_work_records_are_view_only_in_the_admin(rated, model):
     assert client.post(reverse(f"{name}_delete", args=[obj.pk])).status_code == 403
     assert Score.objects.get().value == 4 and Rating.objects.get().status == "draft"
     assert Assignment.objects.get().status == assignment.status
+
+
+def test_a_rubric_in_use_keeps_its_meaning_in_the_admin(rated):
+    """Once scores exist, a rubric's name, scale, attributes (name, group, position) and level
+    values are read-only and none is added or deleted: an edit would change what every stored
+    score means. Descriptions and anchor texts may still be corrected."""
+    from annotation.models import Attribute
+
+    client, assignment, _ = rated
+    rubric = assignment.conversation.study.rubric
+    page = client.get(reverse("admin:annotation_rubric_change", args=[rubric.pk])).content.decode()
+    assert 'name="scale_max"' not in page and 'name="name"' not in page
+    assert 'name="attributes-0-name"' not in page and 'name="attributes-0-description"' in page
+    assert 'name="attributes-__prefix__-description"' not in page  # no new attribute row
+    attribute = rubric.attributes.order_by("position").first()
+    url = reverse("admin:annotation_attribute_change", args=[attribute.pk])
+    page = client.get(url).content.decode()
+    assert 'name="name"' not in page and 'name="position"' not in page
+    assert 'name="description"' in page
+    assert 'name="levels-0-value"' not in page and 'name="levels-0-anchor"' in page
+    assert (
+        client.post(reverse("admin:annotation_attribute_delete", args=[attribute.pk])).status_code
+        == 403
+    )
+    before = Attribute.objects.count()
+    added = client.post(
+        reverse("admin:annotation_attribute_add"),
+        {
+            "rubric": rubric.pk, "name": "Warmth", "group": "OTHER", "description": "",
+            "position": 99, "levels-TOTAL_FORMS": 0, "levels-INITIAL_FORMS": 0,
+        },
+    )  # fmt: skip
+    assert added.status_code == 200
+    assert f"Rubric {rubric.name!r} has scores" in added.content.decode().replace("&#x27;", "'")
+    assert Attribute.objects.count() == before
+
+
+def test_a_rubric_without_scores_stays_editable_in_the_admin(rated):
+    from annotation.models import Rubric
+
+    client, _, _ = rated
+    draft = Rubric.objects.create(name="Draft rubric")
+    page = client.get(reverse("admin:annotation_rubric_change", args=[draft.pk])).content.decode()
+    assert 'name="scale_max"' in page and 'name="name"' in page
+    assert 'name="attributes-__prefix__-name"' in page
+
+
+def test_a_study_with_ratings_keeps_its_rubric_and_kind_in_the_admin(rated):
+    from annotation.models import Study
+
+    client, assignment, _ = rated
+    study = assignment.conversation.study
+    page = client.get(reverse("admin:annotation_study_change", args=[study.pk])).content.decode()
+    assert 'name="rubric"' not in page and 'name="kind"' not in page
+    assert 'name="description"' in page
+    empty = Study.objects.create(name="Nothing rated yet", rubric=study.rubric)
+    page = client.get(reverse("admin:annotation_study_change", args=[empty.pk])).content.decode()
+    assert 'name="rubric"' in page and 'name="kind"' in page
