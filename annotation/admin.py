@@ -29,7 +29,13 @@ from .models import (
     Study,
     TrainingOutcome,
 )
-from .selectors import rubric_in_use, study_has_work
+from .selectors import (
+    conversation_has_work,
+    rater_has_work,
+    responder_has_responses,
+    rubric_in_use,
+    study_has_work,
+)
 
 
 class ViewOnlyAdmin(admin.ModelAdmin):
@@ -63,6 +69,20 @@ class ViewOnlyInline(admin.TabularInline):
         return False
 
 
+class _LockedOnceUsed:
+    """`locked` fields shown read-only once `used(obj)`: what stored ratings and labels were
+    given on (a response's text, a rater's account, a rubric's scale) is no longer edited."""
+
+    locked: tuple[str, ...] = ()
+
+    def used(self, obj) -> bool:
+        raise NotImplementedError
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(cast(Any, super()).get_readonly_fields(request, obj))
+        return [*fields, *self.locked] if obj is not None and self.used(obj) else fields
+
+
 # A rubric in use (scores exist on it) keeps its meaning: its name, scale, attributes (name,
 # group, position) and level values are shown read-only, none is added or deleted; descriptions
 # and anchor texts may still be corrected. A changed rubric is a new rubric. annotation.selectors
@@ -73,18 +93,15 @@ def _in_use(rubric: Rubric | None) -> bool:
     return rubric is not None and rubric_in_use(rubric_id=rubric.pk)
 
 
-class _LockedWhenInUse:
+class _LockedWhenInUse(_LockedOnceUsed):
     """For an admin (or inline) of a rubric's parts: `locked` fields read-only, no add or
     delete, once the rubric is in use. `rubric_of(obj)` finds the rubric from the page's object."""
-
-    locked: tuple[str, ...] = ()
 
     def rubric_of(self, obj) -> Rubric | None:
         raise NotImplementedError
 
-    def get_readonly_fields(self, request, obj=None):
-        fields = list(cast(Any, super()).get_readonly_fields(request, obj))
-        return [*fields, *self.locked] if _in_use(self.rubric_of(obj)) else fields
+    def used(self, obj) -> bool:
+        return _in_use(self.rubric_of(obj))
 
     def has_add_permission(self, request, obj=None) -> bool:
         # An inline's obj is the page's rubric or attribute; a new Attribute's own page cannot
@@ -166,19 +183,18 @@ class DistortionLabelInline(ViewOnlyInline):
 
 
 @admin.register(Study)
-class StudyAdmin(admin.ModelAdmin):
+class StudyAdmin(_LockedOnceUsed, admin.ModelAdmin):
     list_display = ["name", "kind", "label_scheme", "rubric", "created_at", "import_link"]
     list_filter = ["kind"]
     search_fields = ["name"]
     inlines = [DistortionLabelInline]
 
-    def get_readonly_fields(self, request, obj=None):
-        # Scores and labels were given on this rubric and kind of study: switching either under
-        # them would make the analyses read them against another rubric or scheme.
-        fields = list(super().get_readonly_fields(request, obj))
-        if obj is not None and study_has_work(study_id=obj.pk):
-            fields += ["kind", "label_scheme", "rubric"]
-        return fields
+    # Scores and labels were given on this rubric and kind of study: switching either under
+    # them would make the analyses read them against another rubric or scheme.
+    locked = ("kind", "label_scheme", "rubric")
+
+    def used(self, obj: Study) -> bool:
+        return study_has_work(study_id=obj.pk)
 
     @admin.display(description="import")
     def import_link(self, obj: Study) -> str:
@@ -187,27 +203,58 @@ class StudyAdmin(admin.ModelAdmin):
         )
 
 
-class ResponseInline(admin.TabularInline):
+class ResponseInline(_LockedOnceUsed, admin.TabularInline):
+    """On a conversation with ratings or labels the responses are what was rated: shown, not
+    edited, added or deleted (deleting one would delete its ratings with it)."""
+
     model = Response
     extra = 0
     fields = ["responder", "text", "truncated"]
     raw_id_fields = ["responder"]
+    locked = ("responder", "text", "truncated")
+
+    def used(self, obj: Conversation) -> bool:
+        return conversation_has_work(conversation_id=obj.pk)
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return not (obj is not None and self.used(obj)) and super().has_add_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return not (obj is not None and self.used(obj)) and super().has_delete_permission(
+            request, obj
+        )
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(_LockedOnceUsed, admin.ModelAdmin):
     list_display = ["external_id", "study", "source", "conditions", "created_at"]
     list_filter = ["study", "source"]
     search_fields = ["external_id", "context"]
     list_select_related = ["study"]
     inlines = [ResponseInline]
+    # What clinicians read and whether it counted: fixed once rated. Conditions and source
+    # (metadata for filters) stay editable.
+    locked = ("study", "external_id", "context", "practice")
+
+    def used(self, obj: Conversation) -> bool:
+        return conversation_has_work(conversation_id=obj.pk)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return not (obj is not None and self.used(obj)) and super().has_delete_permission(
+            request, obj
+        )
 
 
 @admin.register(Responder)
-class ResponderAdmin(admin.ModelAdmin):
+class ResponderAdmin(_LockedOnceUsed, admin.ModelAdmin):
     list_display = ["key", "name", "family", "is_reference"]
     list_editable = ["family"]
     search_fields = ["key", "name", "family"]
+    # Judges' exclusions, exports and re-imports name responders by key.
+    locked = ("key", "is_reference")
+
+    def used(self, obj: Responder) -> bool:
+        return responder_has_responses(responder_id=obj.pk)
 
 
 @admin.register(Response)
@@ -219,10 +266,15 @@ class ResponseAdmin(admin.ModelAdmin):
 
 
 @admin.register(Rater)
-class RaterAdmin(admin.ModelAdmin):
+class RaterAdmin(_LockedOnceUsed, admin.ModelAdmin):
     list_display = ["name", "kind", "user", "model", "family", "excluded_responders"]
     list_filter = ["kind"]
     search_fields = ["name", "model"]
+    # A rater's work stays theirs: another account, or a clinician turned judge, would own it.
+    locked = ("kind", "user")
+
+    def used(self, obj: Rater) -> bool:
+        return rater_has_work(rater_id=obj.pk)
 
 
 class AssignmentItemInline(ViewOnlyInline):

@@ -23,6 +23,7 @@ from .models import (
     Rater,
     Rating,
     RatingChange,
+    Response,
     Score,
     Study,
 )
@@ -166,6 +167,25 @@ def study_has_work(*, study_id: int) -> bool:
         Rating.objects.filter(response__conversation__study_id=study_id).exists()
         or LabelAnnotation.objects.filter(conversation__study_id=study_id).exists()
     )
+
+
+def conversation_has_work(*, conversation_id: int) -> bool:
+    """Ratings of its responses or labels of it exist: what was rated is fixed."""
+    return (
+        Rating.objects.filter(response__conversation_id=conversation_id).exists()
+        or LabelAnnotation.objects.filter(conversation_id=conversation_id).exists()
+    )
+
+
+def rater_has_work(*, rater_id: int) -> bool:
+    return (
+        Rating.objects.filter(rater_id=rater_id).exists()
+        or LabelAnnotation.objects.filter(rater_id=rater_id).exists()
+    )
+
+
+def responder_has_responses(*, responder_id: int) -> bool:
+    return Response.objects.filter(responder_id=responder_id).exists()
 
 
 def rubric_groups(*, rubric_id: int) -> list[tuple[str, str, list[AttributeView]]]:

@@ -134,3 +134,41 @@ def test_a_study_with_ratings_keeps_its_rubric_and_kind_in_the_admin(rated):
     empty = Study.objects.create(name="Nothing rated yet", rubric=study.rubric)
     page = client.get(reverse("admin:annotation_study_change", args=[empty.pk])).content.decode()
     assert 'name="rubric"' in page and 'name="kind"' in page
+
+
+def test_what_was_rated_stays_as_it_was_rated_in_the_admin(rated):
+    """A rated conversation's text, its responses (text, responder) and the rater's account are
+    shown read-only, and the rated response cannot be deleted (its ratings would go with it)."""
+    client, assignment, rating = rated
+    conversation = assignment.conversation
+    url = reverse("admin:annotation_conversation_change", args=[conversation.pk])
+    page = client.get(url).content.decode()
+    assert 'name="context"' not in page and 'name="practice"' not in page
+    assert 'name="conditions"' in page  # metadata for filters stays editable
+    assert 'name="responses-0-text"' not in page and 'name="responses-0-DELETE"' not in page
+    assert 'name="responses-__prefix__-text"' not in page  # no response added
+    delete = reverse("admin:annotation_conversation_delete", args=[conversation.pk])
+    assert client.post(delete, {"post": "yes"}).status_code == 403
+    page = client.get(
+        reverse("admin:annotation_rater_change", args=[rating.rater_id])
+    ).content.decode()
+    assert 'name="user"' not in page and 'name="kind"' not in page and 'name="model"' in page
+    responder = rating.response.responder
+    page = client.get(
+        reverse("admin:annotation_responder_change", args=[responder.pk])
+    ).content.decode()
+    assert 'name="key"' not in page and 'name="name"' in page
+    assert Rating.objects.filter(pk=rating.pk).exists()
+
+
+def test_an_unrated_conversation_stays_editable_in_the_admin(rated):
+    from annotation.models import Conversation
+
+    client, assignment, _ = rated
+    fresh = Conversation.objects.create(
+        study=assignment.conversation.study, external_id="new", context="Not rated yet."
+    )
+    page = client.get(
+        reverse("admin:annotation_conversation_change", args=[fresh.pk])
+    ).content.decode()
+    assert 'name="context"' in page and 'name="responses-__prefix__-text"' in page
