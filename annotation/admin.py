@@ -83,6 +83,16 @@ class _LockedOnceUsed:
         return [*fields, *self.locked] if obj is not None and self.used(obj) else fields
 
 
+class _NoBulkDelete:
+    """No "delete selected" action: it asks each object's has_delete_permission nothing, so a
+    locked object (rated, in use) would go with the others. One at a time, each is asked."""
+
+    def get_actions(self, request):
+        actions = cast(Any, super()).get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+
 # A rubric in use (scores exist on it) keeps its meaning: its name, scale, attributes (name,
 # group, position) and level values are shown read-only, none is added or deleted; descriptions
 # and anchor texts may still be corrected. A changed rubric is a new rubric. annotation.selectors
@@ -138,7 +148,7 @@ class AttributeAdminForm(forms.ModelForm):
 
 
 @admin.register(Attribute)
-class AttributeAdmin(_LockedWhenInUse, admin.ModelAdmin):
+class AttributeAdmin(_NoBulkDelete, _LockedWhenInUse, admin.ModelAdmin):
     list_display = ["name", "rubric", "group", "position"]
     list_filter = ["rubric", "group"]
     inlines = [AttributeLevelInline]
@@ -147,12 +157,6 @@ class AttributeAdmin(_LockedWhenInUse, admin.ModelAdmin):
 
     def rubric_of(self, obj: Attribute | None) -> Rubric | None:
         return obj.rubric if obj is not None else None
-
-    def get_actions(self, request):
-        # Deleting several at once asks no object whether its rubric is in use.
-        actions = super().get_actions(request)
-        actions.pop("delete_selected", None)
-        return actions
 
 
 class AttributeInline(_LockedWhenInUse, admin.TabularInline):
@@ -226,7 +230,7 @@ class ResponseInline(_LockedOnceUsed, admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(_LockedOnceUsed, admin.ModelAdmin):
+class ConversationAdmin(_NoBulkDelete, _LockedOnceUsed, admin.ModelAdmin):
     list_display = ["external_id", "study", "source", "conditions", "created_at"]
     list_filter = ["study", "source"]
     search_fields = ["external_id", "context"]
@@ -258,11 +262,20 @@ class ResponderAdmin(_LockedOnceUsed, admin.ModelAdmin):
 
 
 @admin.register(Response)
-class ResponseAdmin(admin.ModelAdmin):
+class ResponseAdmin(_NoBulkDelete, _LockedOnceUsed, admin.ModelAdmin):
     list_display = ["id", "conversation", "responder", "truncated", "created_at"]
     list_filter = ["responder", "truncated", "conversation__study"]
     raw_id_fields = ["conversation"]
     list_select_related = ["conversation__study", "responder"]
+    locked = ("conversation", "responder", "text", "truncated")
+
+    def used(self, obj: Response) -> bool:
+        return conversation_has_work(conversation_id=obj.conversation_id)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return not (obj is not None and self.used(obj)) and super().has_delete_permission(
+            request, obj
+        )
 
 
 @admin.register(Rater)

@@ -153,6 +153,14 @@ def test_what_was_rated_stays_as_it_was_rated_in_the_admin(rated):
         reverse("admin:annotation_rater_change", args=[rating.rater_id])
     ).content.decode()
     assert 'name="user"' not in page and 'name="kind"' not in page and 'name="model"' in page
+    response_url = reverse("admin:annotation_response_change", args=[rating.response_id])
+    page = client.get(response_url).content.decode()
+    assert 'name="text"' not in page and 'name="responder"' not in page
+    response_delete = reverse("admin:annotation_response_delete", args=[rating.response_id])
+    assert client.post(response_delete, {"post": "yes"}).status_code == 403
+    for model in ("conversation", "response", "attribute"):  # no "delete selected" action
+        changelist = client.get(reverse(f"admin:annotation_{model}_changelist"))
+        assert 'value="delete_selected"' not in changelist.content.decode()
     responder = rating.response.responder
     page = client.get(
         reverse("admin:annotation_responder_change", args=[responder.pk])
