@@ -101,6 +101,7 @@ class ModelEndpoint(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        self._clean_keeps_its_model()
         if self.provider == self.Provider.VLLM_OFFLINE:
             if self.structured_output != STRUCTURED_OFF:
                 raise ValidationError(
@@ -111,6 +112,25 @@ class ModelEndpoint(models.Model):
             structured_output_check(provider=self.provider, mode=self.structured_output)
         except ValueError as exc:
             raise ValidationError({"structured_output": str(exc)}) from None
+
+    def _clean_keeps_its_model(self) -> None:
+        """An endpoint with runs keeps its provider and model: its runs (a resumed or retried one
+        too) call the endpoint as it is now, and their ratings stand under one judge, so another
+        model would answer the rest under the same name. Another model is another endpoint."""
+        if self.pk is None:
+            return
+        stored = ModelEndpoint.objects.filter(pk=self.pk).values("provider", "model").first()
+        if stored is None or (stored["provider"], stored["model"]) == (self.provider, self.model):
+            return
+        runs = self.runs.count()
+        if runs:
+            raise ValidationError(
+                {
+                    "model": f"{runs} run(s) used this endpoint with {stored['provider']} model "
+                    f"{stored['model']!r}; its provider and model stay as they are. Add a new "
+                    "endpoint for another model."
+                }
+            )
 
 
 class Run(models.Model):

@@ -241,6 +241,25 @@ def test_an_endpoint_is_created_edited_and_validated_as_a_whole(db):
         endpoints.endpoint_save(endpoint=endpoint, runs=[])
 
 
+def test_an_endpoint_with_runs_keeps_its_provider_and_model(db):
+    """Its runs (a resumed or retried one too) call the endpoint as it is now: another model
+    would answer the rest under the same judge. Other fields stay editable."""
+    endpoint = endpoints.endpoint_save(
+        name="gpt", provider="openai", model="gpt-4o", family="openai", api_key=GOOD_KEY
+    )
+    Run.objects.create(study=study_make(), endpoint=endpoint, kind="judge")
+    with pytest.raises(
+        ValidationError, match="1 run\\(s\\) used this endpoint with openai model 'gpt-4o'"
+    ):
+        endpoints.endpoint_save(endpoint=endpoint, model="gpt-4.1")
+    with pytest.raises(ValidationError, match="Add a new endpoint"):
+        endpoints.endpoint_save(endpoint=endpoint, provider="anthropic")
+    endpoint.refresh_from_db()
+    assert (endpoint.provider, endpoint.model) == ("openai", "gpt-4o")
+    edited = endpoints.endpoint_save(endpoint=endpoint, price_input_per_mtok=2.5, timeout_s=30)
+    assert edited.price_input_per_mtok == 2.5 and edited.model == "gpt-4o"
+
+
 def test_a_disabled_endpoint_is_not_offered_for_new_runs_and_its_runs_keep_it(
     db, study, endpoint_factory
 ):
@@ -412,6 +431,18 @@ def test_an_admin_adds_an_endpoint_whose_key_is_never_shown_back(superuser_clien
     )
     endpoint.refresh_from_db()
     assert endpoint.api_key == "" and endpoint.api_key_env == "OPENAI_API_KEY"
+
+
+def test_the_endpoint_page_refuses_another_model_for_an_endpoint_with_runs(superuser_client):
+    superuser_client.post(reverse("judging:endpoint_new"), endpoint_post(name="used judge"))
+    endpoint = ModelEndpoint.objects.get(name="used judge")
+    Run.objects.create(study=study_make(), endpoint=endpoint, kind="judge")
+    url = reverse("judging:endpoint_edit", args=[endpoint.pk])
+    page = superuser_client.post(url, endpoint_post(name="used judge", model="gpt-4.1"))
+    assert page.status_code == 200  # the form again, with the error at the model field
+    assert "Add a new endpoint for another model" in page.content.decode()
+    endpoint.refresh_from_db()
+    assert endpoint.model == "gpt-4o"
 
 
 def test_a_bad_endpoint_form_says_what_and_where_and_saves_nothing(superuser_client):
