@@ -83,6 +83,16 @@ class _LockedOnceUsed:
         return [*fields, *self.locked] if obj is not None and self.used(obj) else fields
 
 
+class _UndeletableOnceUsed(_LockedOnceUsed):
+    """Also not deleted once `used(obj)` (an inline's obj is its parent): ratings cascade with
+    a response, so deleting a rated one would delete them too."""
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if obj is not None and self.used(obj):
+            return False
+        return bool(cast(Any, super()).has_delete_permission(request, obj))
+
+
 class _NoBulkDelete:
     """No "delete selected" action: it asks each object's has_delete_permission nothing, so a
     locked object (rated, in use) would go with the others. One at a time, each is asked."""
@@ -103,7 +113,7 @@ def _in_use(rubric: Rubric | None) -> bool:
     return rubric is not None and rubric_in_use(rubric_id=rubric.pk)
 
 
-class _LockedWhenInUse(_LockedOnceUsed):
+class _LockedWhenInUse(_UndeletableOnceUsed):
     """For an admin (or inline) of a rubric's parts: `locked` fields read-only, no add or
     delete, once the rubric is in use. `rubric_of(obj)` finds the rubric from the page's object."""
 
@@ -120,11 +130,6 @@ class _LockedWhenInUse(_LockedOnceUsed):
         if not isinstance(self, admin.options.InlineModelAdmin):
             return bool(parent.has_add_permission(request))
         return not _in_use(self.rubric_of(obj)) and bool(parent.has_add_permission(request, obj))
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        if _in_use(self.rubric_of(obj)):
-            return False
-        return bool(cast(Any, super()).has_delete_permission(request, obj))
 
 
 class AttributeLevelInline(_LockedWhenInUse, admin.TabularInline):
@@ -207,7 +212,7 @@ class StudyAdmin(_LockedOnceUsed, admin.ModelAdmin):
         )
 
 
-class ResponseInline(_LockedOnceUsed, admin.TabularInline):
+class ResponseInline(_UndeletableOnceUsed, admin.TabularInline):
     """On a conversation with ratings or labels the responses are what was rated: shown, not
     edited, added or deleted (deleting one would delete its ratings with it)."""
 
@@ -223,14 +228,9 @@ class ResponseInline(_LockedOnceUsed, admin.TabularInline):
     def has_add_permission(self, request, obj=None) -> bool:
         return not (obj is not None and self.used(obj)) and super().has_add_permission(request, obj)
 
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return not (obj is not None and self.used(obj)) and super().has_delete_permission(
-            request, obj
-        )
-
 
 @admin.register(Conversation)
-class ConversationAdmin(_NoBulkDelete, _LockedOnceUsed, admin.ModelAdmin):
+class ConversationAdmin(_NoBulkDelete, _UndeletableOnceUsed, admin.ModelAdmin):
     list_display = ["external_id", "study", "source", "conditions", "created_at"]
     list_filter = ["study", "source"]
     search_fields = ["external_id", "context"]
@@ -242,11 +242,6 @@ class ConversationAdmin(_NoBulkDelete, _LockedOnceUsed, admin.ModelAdmin):
 
     def used(self, obj: Conversation) -> bool:
         return conversation_has_work(conversation_id=obj.pk)
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return not (obj is not None and self.used(obj)) and super().has_delete_permission(
-            request, obj
-        )
 
 
 @admin.register(Responder)
@@ -262,7 +257,7 @@ class ResponderAdmin(_LockedOnceUsed, admin.ModelAdmin):
 
 
 @admin.register(Response)
-class ResponseAdmin(_NoBulkDelete, _LockedOnceUsed, admin.ModelAdmin):
+class ResponseAdmin(_NoBulkDelete, _UndeletableOnceUsed, admin.ModelAdmin):
     list_display = ["id", "conversation", "responder", "truncated", "created_at"]
     list_filter = ["responder", "truncated", "conversation__study"]
     raw_id_fields = ["conversation"]
@@ -271,11 +266,6 @@ class ResponseAdmin(_NoBulkDelete, _LockedOnceUsed, admin.ModelAdmin):
 
     def used(self, obj: Response) -> bool:
         return conversation_has_work(conversation_id=obj.conversation_id)
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return not (obj is not None and self.used(obj)) and super().has_delete_permission(
-            request, obj
-        )
 
 
 @admin.register(Rater)
