@@ -83,9 +83,19 @@ class _LockedOnceUsed:
         return [*fields, *self.locked] if obj is not None and self.used(obj) else fields
 
 
-class _UndeletableOnceUsed(_LockedOnceUsed):
-    """Also not deleted once `used(obj)` (an inline's obj is its parent): ratings cascade with
-    a response, so deleting a rated one would delete them too."""
+class _FixedOnceUsed(_LockedOnceUsed):
+    """Also, once `used(obj)`, not deleted and, for an inline (whose obj is the page's parent),
+    no row added: ratings cascade with a response, so deleting a rated one would delete them
+    too, and a new response or attribute would change what was rated. A model admin's own add
+    page has no object yet to ask; where that matters its form checks (AttributeAdminForm)."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        parent = cast(Any, super())
+        if not isinstance(self, admin.options.InlineModelAdmin):
+            return bool(parent.has_add_permission(request))
+        if obj is not None and self.used(obj):
+            return False
+        return bool(parent.has_add_permission(request, obj))
 
     def has_delete_permission(self, request, obj=None) -> bool:
         if obj is not None and self.used(obj):
@@ -113,7 +123,7 @@ def _in_use(rubric: Rubric | None) -> bool:
     return rubric is not None and rubric_in_use(rubric_id=rubric.pk)
 
 
-class _LockedWhenInUse(_UndeletableOnceUsed):
+class _LockedWhenInUse(_FixedOnceUsed):
     """For an admin (or inline) of a rubric's parts: `locked` fields read-only, no add or
     delete, once the rubric is in use. `rubric_of(obj)` finds the rubric from the page's object."""
 
@@ -122,14 +132,6 @@ class _LockedWhenInUse(_UndeletableOnceUsed):
 
     def used(self, obj) -> bool:
         return _in_use(self.rubric_of(obj))
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        # An inline's obj is the page's rubric or attribute; a new Attribute's own page cannot
-        # know its rubric yet, so AttributeAdminForm checks it.
-        parent = cast(Any, super())
-        if not isinstance(self, admin.options.InlineModelAdmin):
-            return bool(parent.has_add_permission(request))
-        return not _in_use(self.rubric_of(obj)) and bool(parent.has_add_permission(request, obj))
 
 
 class AttributeLevelInline(_LockedWhenInUse, admin.TabularInline):
@@ -212,7 +214,7 @@ class StudyAdmin(_LockedOnceUsed, admin.ModelAdmin):
         )
 
 
-class ResponseInline(_UndeletableOnceUsed, admin.TabularInline):
+class ResponseInline(_FixedOnceUsed, admin.TabularInline):
     """On a conversation with ratings or labels the responses are what was rated: shown, not
     edited, added or deleted (deleting one would delete its ratings with it)."""
 
@@ -225,12 +227,9 @@ class ResponseInline(_UndeletableOnceUsed, admin.TabularInline):
     def used(self, obj: Conversation) -> bool:
         return conversation_has_work(conversation_id=obj.pk)
 
-    def has_add_permission(self, request, obj=None) -> bool:
-        return not (obj is not None and self.used(obj)) and super().has_add_permission(request, obj)
-
 
 @admin.register(Conversation)
-class ConversationAdmin(_NoBulkDelete, _UndeletableOnceUsed, admin.ModelAdmin):
+class ConversationAdmin(_NoBulkDelete, _FixedOnceUsed, admin.ModelAdmin):
     list_display = ["external_id", "study", "source", "conditions", "created_at"]
     list_filter = ["study", "source"]
     search_fields = ["external_id", "context"]
@@ -257,7 +256,7 @@ class ResponderAdmin(_LockedOnceUsed, admin.ModelAdmin):
 
 
 @admin.register(Response)
-class ResponseAdmin(_NoBulkDelete, _UndeletableOnceUsed, admin.ModelAdmin):
+class ResponseAdmin(_NoBulkDelete, _FixedOnceUsed, admin.ModelAdmin):
     list_display = ["id", "conversation", "responder", "truncated", "created_at"]
     list_filter = ["responder", "truncated", "conversation__study"]
     raw_id_fields = ["conversation"]
