@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis import stats
+from analysis import alt_test, stats
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "conversation",
@@ -561,3 +561,81 @@ def calibration_table(
                 }
             )
     return pd.DataFrame(rows)
+
+
+ALT_TEST_COLUMNS: tuple[str, ...] = (
+    "judge",
+    "attribute",
+    "winning_rate",
+    "advantage_probability",
+    "passed",
+    "n_clinicians",
+    "n_instances",
+    "epsilon",
+    "metric",
+    "reason",
+)
+
+
+def alt_test_table(
+    df: pd.DataFrame,
+    *,
+    attributes: Sequence[str] = stats.ATTRIBUTES,
+    exclusions: Exclusions | None = None,
+    epsilon: float = alt_test.DEFAULT_EPSILON,
+    metric: str = "neg_rmse",
+    q: float = alt_test.DEFAULT_Q,
+) -> pd.DataFrame:
+    """The alt-test per judge × attribute (analysis.alt_test): may the judge replace the
+    clinicians on this attribute?
+
+    An instance is a response (conversation × responder); the humans are the clinicians (their
+    scores of the attribute), the LLM is the judge (its mean score where it scored a response
+    more than once). A judge is not tested on the responders of its ``exclusions``. ``metric``
+    ``neg_rmse`` suits a 1–5 scale (a score one point off aligns better than one three off);
+    ``accuracy`` counts exact agreement only. Not testable (NaN, ``passed`` None, ``reason``)
+    when no clinician shares at least 30 responses with another clinician and the judge.
+    """
+    _check_columns(df)
+    attrs = list(attributes)
+    data = df[df["attribute"].isin(attrs)].dropna(subset=["score"])
+    instance = data["conversation"].astype(str) + "\x1f" + data["responder"].astype(str)
+    data = data.assign(instance=instance.to_numpy())
+    clin = data[data["rater_kind"] == CLINICIAN]
+    judges = data[data["rater_kind"] == JUDGE]
+    rows = []
+    for judge, sub in judges.groupby("rater", sort=False, observed=True):
+        banned = set((exclusions or {}).get(str(judge), set()))
+        sub = sub[~sub["responder"].isin(list(banned))]
+        for attribute in attrs:
+            llm = sub[sub["attribute"] == attribute].groupby("instance")["score"].mean()
+            cells = clin[clin["attribute"] == attribute]
+            humans = {
+                str(rater): dict(zip(part["instance"], part["score"], strict=True))
+                for rater, part in cells.groupby("rater", sort=True, observed=True)
+            }
+            res = alt_test.alt_test(
+                humans=humans, llm=llm.to_dict(), metric=metric, epsilon=epsilon, q=q
+            )
+            rows.append(
+                {
+                    "judge": judge,
+                    "attribute": attribute,
+                    "winning_rate": res.winning_rate,
+                    "advantage_probability": res.advantage_probability,
+                    "passed": res.passed,
+                    "n_clinicians": res.n_humans,
+                    "n_instances": res.n_instances,
+                    "epsilon": epsilon,
+                    "metric": metric,
+                    "reason": None
+                    if res.reason is None
+                    else (
+                        f"not testable: no clinician scored {alt_test.MIN_INSTANCES_PER_HUMAN} or "
+                        "more responses that another clinician and the judge also scored "
+                        f"({res.n_instances} responses have two clinicians' and the judge's "
+                        "scores)"
+                    ),
+                }
+            )
+    return pd.DataFrame(rows, columns=list(ALT_TEST_COLUMNS))
