@@ -10,21 +10,25 @@ For a responder × attribute cell and conversation i:
   (self-preference exclusion, as in the reliability report) does not count; every other chosen
   judge must have a valid score, or the conversation is left out of the cell (never guessed).
 
-The *labelled* conversations are the clinicians' sample: by default every conversation with at
-least one clinician score, or an explicit ``labelled`` set of conversation ids (a stored sampling
-design or ``--labelled FILE``). The estimand is the clinician mean over the responses of the
-study that clinicians were meant to rate. Per cell, a response of a labelled conversation is
+The *labelled* conversations are the clinicians' sample (the study's **design**): by default
+every conversation with at least one clinician score, or an explicit ``labelled`` set of
+conversation ids (a stored clinician sample or ``--labelled FILE``). **The estimand** is the
+clinicians' mean score over the responses of the study that clinicians rate. Per cell, a
+response of a labelled conversation is
 
-- *labelled* when it has Y_i and f_i;
-- *non-response* when the judges scored it but no clinician did: it is in neither pool (treating
-  it as unlabelled would let the judges' scores stand in for exactly the responses clinicians
-  chose not to rate), it is counted (``n_nonresponse``), and when the judges score the
-  non-responded responses clearly differently from the rated ones (:func:`nonresponse_warned`)
-  the cell carries a warning and uses the clinician-only estimate (see :func:`_estimate`);
-- left out of the cell when clinicians scored it but a chosen judge did not (never guessed).
+- *rated* when it has Y_i: it counts in the clinician mean, whether or not the judges scored it
+  (``n_judge_missing`` counts those they did not; such a response is in the clinician mean
+  only, never given a guessed judge score);
+- *non-response* when the judges scored it but no clinician did (``n_nonresponse``). Clinicians
+  skip some responses on purpose (an empty or broken one), and the same kind of response sits
+  unseen among the unlabelled ones. The judges' correction therefore compares their mean over
+  every unlabelled response with their mean over every labelled one, rated or not, scaled by the
+  share rated (analysis.ppi.ppi_mean_cells): whatever makes clinicians skip a response cancels
+  out by the design, with no test to pass.
 
 Every response of a conversation outside the sample with f_i is *unlabelled*, even where
 clinicians rated it (so that a study can be re-analysed as if only its sample had been rated).
+A cell whose responder every chosen judge excludes keeps its row, clinician-only, with a note.
 """
 
 from __future__ import annotations
@@ -65,15 +69,18 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "judges",
     "n_nonresponse",
     "nonresponse_judge_gap",
+    "n_judge_missing",
     "interval",
+    "design",
     "warning",
+    "note",
 )
-#: Welch's test level at which non-responded responses count as scored "clearly differently".
-NONRESPONSE_ALPHA = 0.05
-#: ... and the share of the interval's half-width the judges' gap must be able to shift the
-#: estimate by. A bias of a tenth of the half-width lowers a 95 % interval's coverage to about
-#: 94.5 %; smaller shifts are noise next to the interval itself.
-NONRESPONSE_SHIFT = 0.10
+#: The product's interval: Student's t corrected near the ends of the scale (analysis.ppi).
+INTERVAL = "bounded"
+#: Labelled responses per cell below which the interval's coverage was not checked by
+#: simulation (docs/judge-assisted.md: 5 % of MentalAlign-70k's conversations, 50, is the
+#: smallest sample the validation draws); such cells say so in ``warning``.
+MIN_VALIDATED_N = 50
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,8 @@ class CellArrays:
     #: bool per row of y / f (the conversation is in the clinicians' sample), or per row and
     #: responder (a sample of responses rather than conversations).
     labelled: np.ndarray
+    #: bool per responder (column): every chosen judge's self-preference exclusion covers it.
+    excluded: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 @dataclass(frozen=True)
@@ -211,129 +220,99 @@ def cell_arrays(
         listed[conv_code[is_clin]] = True
     else:
         listed = np.isin(np.asarray(conv_uni, dtype=str), np.array(list(labelled), dtype=str))
-    return CellArrays(y=y, f=f, labelled=np.repeat(listed, n_a))
-
-
-@dataclass(frozen=True)
-class Nonresponse:
-    """Per cell: responses of labelled conversations scored by the judges but not by
-    clinicians, and how the judges' mean on them differs from that on the labelled ones."""
-
-    n: np.ndarray
-    judge_gap: np.ndarray  # mean f (non-responded) − mean f (labelled)
-    differs: np.ndarray  # bool: Welch's test rejects equal judge means
-    n_labelled: np.ndarray
-
-    def shift(self) -> np.ndarray:
-        """How far the estimate would move if clinicians scored the non-responded responses
-        as far from the rated ones as the judges do: |gap| × share of non-response."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            shift: np.ndarray = np.abs(self.judge_gap) * self.n / (self.n + self.n_labelled)
-        return shift
-
-
-def _nonresponse(
-    f_lab: np.ndarray, cell_lab: np.ndarray, f_nr: np.ndarray, cell_nr: np.ndarray, n: int
-) -> Nonresponse:
-    from scipy import special  # lazily, and not scipy.stats: see analysis.ppi.z_value
-
-    def moments(values: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, ...]:
-        count = ppi.cell_sums(cells, np.ones(values.shape), n)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = ppi.cell_sums(cells, values, n) / count
-            ss = ppi.cell_sums(cells, (values - mean[cells]) ** 2, n)
-            return count, mean, ss / (count - 1)
-
-    n_l, m_l, v_l = moments(f_lab, cell_lab)
-    n_n, m_n, v_n = moments(f_nr, cell_nr)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        se2_l, se2_n = v_l / n_l, v_n / n_n
-        se = np.sqrt(se2_l + se2_n)
-        welch_df = (se2_l + se2_n) ** 2 / (se2_l**2 / (n_l - 1) + se2_n**2 / (n_n - 1))
-        gap = m_n - m_l
-        p = 2 * special.stdtr(welch_df, -np.abs(gap) / se)
-        # Judges constant within both groups but apart (se 0): as clear as a difference gets.
-        p = np.where((se == 0) & (gap != 0), 0.0, p)
-    testable = (n_l >= 2) & (n_n >= 2)
-    differs = testable & (np.nan_to_num(p, nan=1.0) < NONRESPONSE_ALPHA)
-    return Nonresponse(
-        n=n_n.astype(np.int64),
-        judge_gap=np.where(n_n > 0, gap, np.nan),
-        differs=differs,
-        n_labelled=n_l.astype(np.int64),
-    )
-
-
-def nonresponse_warned(nonresp: Nonresponse, half_width: np.ndarray) -> np.ndarray:
-    """A cell warns about non-response when the judges score the unrated responses clearly
-    differently (Welch's test at NONRESPONSE_ALPHA) *and* that gap could shift the estimate by
-    more than NONRESPONSE_SHIFT of the interval's half-width. Either alone is not enough: two
-    unrated responses that the judges both give a 5 differ "significantly" from rated ones
-    averaging 4.8, yet cannot move a mean over a thousand responses."""
-    with np.errstate(invalid="ignore"):
-        material = nonresp.shift() > NONRESPONSE_SHIFT * np.nan_to_num(half_width, nan=np.inf)
-    warned: np.ndarray = nonresp.differs & material
-    return warned
+    return CellArrays(y=y, f=f, labelled=np.repeat(listed, n_a), excluded=counted == 0)
 
 
 @dataclass(frozen=True)
 class Estimated:
     est: ppi.CellEstimates
-    nonresp: Nonresponse
-    #: Cells whose judges say the unrated responses differ: clinician-only (see _estimate).
-    warned: np.ndarray
+    #: Per cell: the judges' mean over non-responded responses minus that over rated ones.
+    judge_gap: np.ndarray
+    #: Per cell: the chosen judges' self-preference exclusion covers it (clinician-only).
+    excluded: np.ndarray
 
 
 def _estimate(
     y: np.ndarray, f: np.ndarray, listed: np.ndarray, cell: np.ndarray, n: int, alpha: float,
-    interval: str,
+    interval: str, bounds: tuple[float, float], excluded: np.ndarray,
+    correction: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Estimated:  # fmt: skip
-    """Split (y, f) observations into labelled / non-response / unlabelled per the module
-    rules and estimate.
+    """Split (y, f) observations by the module's rules and estimate (analysis.ppi).
 
-    Where the non-response is informative by the judges' own scores (nonresponse_warned), the
-    cell falls back to the clinician-only estimate and interval (λ = 0): the unlabelled pool
-    then holds responses that clinicians would not have rated either, which no design can
-    tell apart, so the judges' mean over it would pull the estimate towards responses the
-    clinician mean is not about (on MentalAlign, Qwen-2.5-7B: coverage 0.83 with the judges,
-    0.95 clinician-only, docs/judge-assisted.md). The warning says so.
+    Labelled responses with a clinician score count in the clinician mean whether or not the
+    judges scored them; the judges' correction compares their mean over every unlabelled
+    response with their mean over every labelled one, non-responded included, so that the
+    responses clinicians skip cancel out by design instead of by a test (analysis.ppi's
+    ``ppi_mean_cells``, docs/judge-assisted.md).
     """
     has_y, has_f = np.isfinite(y), np.isfinite(f)
-    lab = listed & has_y & has_f
+    both = listed & has_y & has_f
+    y_only = listed & has_y & ~has_f
     nonresp = listed & ~has_y & has_f
     unl = ~listed & has_f
     est = ppi.ppi_mean_cells(
-        y=y[lab], f=f[lab], cell=cell[lab], f_unlabelled=f[unl], cell_unlabelled=cell[unl],
-        n_cells=n, alpha=alpha, interval=interval,
+        y=y[both], f=f[both], cell=cell[both], f_unlabelled=f[unl], cell_unlabelled=cell[unl],
+        n_cells=n, alpha=alpha, interval=interval, y_only=y[y_only], cell_y_only=cell[y_only],
+        f_nonresponse=f[nonresp], cell_nonresponse=cell[nonresp], bounds=bounds,
+        correction=correction,
     )  # fmt: skip
-    missing = _nonresponse(f[lab], cell[lab], f[nonresp], cell[nonresp], n)
-    warned = nonresponse_warned(missing, est.ci_high - est.estimate)
-    if warned.any():
-        est = dataclasses.replace(
-            est,
-            estimate=np.where(warned, est.clinician_only_estimate, est.estimate),
-            ci_low=np.where(warned, est.clinician_only_ci_low, est.ci_low),
-            ci_high=np.where(warned, est.clinician_only_ci_high, est.ci_high),
-            se=np.where(warned, est.clinician_only_se, est.se),
-            lam=np.where(warned, 0.0, est.lam),
+    with np.errstate(invalid="ignore", divide="ignore"):
+        count_r = np.bincount(cell[both], minlength=n)
+        count_n = np.bincount(cell[nonresp], minlength=n)
+        gap = ppi.cell_sums(cell[nonresp], f[nonresp], n) / count_n - (
+            ppi.cell_sums(cell[both], f[both], n) / count_r
         )
-    return Estimated(est=est, nonresp=missing, warned=warned)
+    return Estimated(est=est, judge_gap=np.where(count_n > 0, gap, np.nan), excluded=excluded)
 
 
-def _warning(n: int, gap: float, warned: bool) -> str:
-    if not warned:
-        return ""
-    way = "lower" if gap < 0 else "higher"
-    return (
-        f"clinicians left {n} response{'s' if n != 1 else ''} unrated that the judges score "
-        f"{abs(gap):.2f} points {way} than the rated ones: the estimate assumes the unrated "
-        "responses are like the rated ones, and the judges are not used for this cell "
-        "(clinician-only)"
-    )
+def _note(est: ppi.CellEstimates, i: int, gap: float, excluded: bool) -> str:
+    """What a reader must know about one cell, in words ("" when nothing)."""
+    notes = []
+    if excluded:
+        notes.append(
+            "the chosen judges do not score this responder (self-preference exclusion): "
+            "clinician-only"
+        )
+    missing = int(est.n_judge_missing[i]) if est.n_judge_missing is not None else 0
+    if missing and not excluded:
+        notes.append(
+            f"{missing} clinician-rated response{'s' if missing != 1 else ''} the judges did not "
+            "score count in the clinician mean, not in the judges' correction"
+        )
+    skipped = int(est.n_nonresponse[i]) if est.n_nonresponse is not None else 0
+    if skipped and np.isfinite(gap):
+        way = "lower" if gap < 0 else "higher"
+        notes.append(
+            f"clinicians left {skipped} response{'s' if skipped != 1 else ''} unrated that the "
+            f"judges score {abs(gap):.2f} points {way} than the rated ones: the estimate is the "
+            "mean over the responses clinicians rate, and the judges' correction compares "
+            "like with like (rated and unrated in both pools)"
+        )
+    return "; ".join(notes)
 
 
-def _frame(keys: dict[str, list[Any]], estimated: Estimated, judges: Sequence[str]) -> pd.DataFrame:
-    est, nonresp = estimated.est, estimated.nonresp
+def _warning(est: ppi.CellEstimates, i: int) -> str:
+    """What limits the cell's interval, in words ("" when nothing)."""
+    n = int(est.n_labelled[i])
+    if n < 2:
+        return (
+            f"not estimable: {n} clinician-rated response{'s' if n != 1 else ''}; an estimate "
+            "and its interval need at least 2"
+        )
+    if n < MIN_VALIDATED_N:
+        return (
+            f"only {n} clinician-rated responses: the interval's coverage was checked by "
+            f"simulation from {MIN_VALIDATED_N} up"
+        )
+    return ""
+
+
+def _frame(
+    keys: dict[str, list[Any]], estimated: Estimated, judges: Sequence[str], design: str
+) -> pd.DataFrame:
+    est = estimated.est
+    n_cells = est.n_labelled.size
+    none = np.zeros(n_cells, dtype=np.int64)
     out = pd.DataFrame(
         {
             **keys,
@@ -352,21 +331,48 @@ def _frame(keys: dict[str, list[Any]], estimated: Estimated, judges: Sequence[st
             "clinician_only_se": est.clinician_only_se,
             "ratings_saved": est.ratings_saved,
             "judges": "+".join(judges),
-            "n_nonresponse": nonresp.n,
-            "nonresponse_judge_gap": nonresp.judge_gap,
-            "interval": np.where(
-                estimated.warned,
-                f"{est.interval} (clinician-only: informative non-response)",
-                est.interval,
-            ),
-            "warning": [
-                _warning(int(k), float(g), bool(w))
-                for k, g, w in zip(nonresp.n, nonresp.judge_gap, estimated.warned, strict=True)
+            "n_nonresponse": est.n_nonresponse if est.n_nonresponse is not None else none,
+            "nonresponse_judge_gap": estimated.judge_gap,
+            "n_judge_missing": est.n_judge_missing if est.n_judge_missing is not None else none,
+            "interval": est.interval,
+            "design": design,
+            "warning": [_warning(est, i) for i in range(n_cells)],
+            "note": [
+                _note(est, i, float(estimated.judge_gap[i]), bool(estimated.excluded[i]))
+                for i in range(n_cells)
             ],
         }
     )
     seen = (out["n_labelled"] > 0) | (out["n_unlabelled"] > 0) | (out["n_nonresponse"] > 0)
     return out[seen].reset_index(drop=True)
+
+
+#: The median share of clinician ratings the judges must save, at equal interval width, before
+#: the page recommends judge-assisted estimates: below a tenth, a judge run, its cost and a
+#: method to explain in the paper buy less than a few more clinician ratings would.
+WORTH_IT_SAVING = 0.10
+
+
+def savings_summary(means: pd.DataFrame) -> str:
+    """One sentence on whether the judges are worth it on this study: the median over estimable
+    cells of ``ratings_saved`` (1 − width ratio²), against WORTH_IT_SAVING."""
+    saved = means["ratings_saved"].to_numpy(dtype=float)
+    saved = saved[np.isfinite(saved)]
+    if not saved.size:
+        return (
+            "No cell has an estimate yet: there is nothing to say about what the judges would save."
+        )
+    median = float(np.median(saved))
+    share = f"{max(median, 0.0) * 100:.0f} %"
+    if median < WORTH_IT_SAVING:
+        return (
+            f"On this study the judges would save {share} of clinician ratings at equal "
+            f"interval width (median over {saved.size} cells): rate with clinicians alone."
+        )
+    return (
+        f"On this study the judges would save {share} of clinician ratings at equal interval "
+        f"width (median over {saved.size} cells): judge-assisted estimates are worth using."
+    )
 
 
 def _cell_arrays(
@@ -384,27 +390,38 @@ def _cell_arrays(
     return attrs, responders, y, f, attr_idx, labelled
 
 
+def _excluded(arrays: CellArrays, n_responders: int) -> np.ndarray:
+    if arrays.excluded.size == n_responders:
+        return arrays.excluded
+    return np.zeros(n_responders, dtype=bool)
+
+
 def means_table(
     arrays: CellArrays,
     *,
     judges: Sequence[str],
     attributes: Sequence[str],
     alpha: float = 0.05,
-    interval: str = "t",
+    interval: str = INTERVAL,
+    bounds: tuple[float, float] = (1.0, 5.0),
+    design: str = "",
 ) -> pd.DataFrame:
-    """One row per responder × attribute (rubric order), contract columns first."""
+    """One row per responder × attribute (rubric order), contract columns first; ``bounds``
+    are the rubric scale's ends, ``design`` names the clinicians' sample in every row."""
     attrs, responders, y, f, attr_idx, listed = _cell_arrays(arrays, attributes)
     n_r = len(responders)
     # cell code = attribute * n_r + responder, one observation per (row, responder)
     cell = (attr_idx[:, None] * n_r + np.arange(n_r)[None, :]).ravel()
+    excluded = np.tile(_excluded(arrays, n_r), len(attrs))
     estimated = _estimate(
-        y.ravel(), f.ravel(), listed.ravel(), cell, len(attrs) * n_r, alpha, interval
-    )
+        y.ravel(), f.ravel(), listed.ravel(), cell, len(attrs) * n_r, alpha, interval, bounds,
+        excluded,
+    )  # fmt: skip
     keys = {
         "responder": [r for _ in attrs for r in responders],
         "attribute": [a for a in attrs for _ in responders],
     }
-    return _frame(keys, estimated, judges)
+    return _frame(keys, estimated, judges, design)
 
 
 def differences_table(
@@ -413,7 +430,9 @@ def differences_table(
     judges: Sequence[str],
     attributes: Sequence[str],
     alpha: float = 0.05,
-    interval: str = "t",
+    interval: str = INTERVAL,
+    bounds: tuple[float, float] = (1.0, 5.0),
+    design: str = "",
 ) -> pd.DataFrame:
     """The same estimator on paired differences Y_A − Y_B with f_A − f_B, one row per
     responder pair × attribute (columns ``responder_a``, ``responder_b``, then as
@@ -425,13 +444,32 @@ def differences_table(
     dfj = f[:, a_idx] - f[:, b_idx]
     cell = (attr_idx[:, None] * n_p + np.arange(n_p)[None, :]).ravel()
     listed = (listed_r[:, a_idx] & listed_r[:, b_idx]).ravel()
-    estimated = _estimate(dy.ravel(), dfj.ravel(), listed, cell, len(attrs) * n_p, alpha, interval)
+    out_of = _excluded(arrays, len(responders))
+    excluded = np.tile(out_of[a_idx] | out_of[b_idx], len(attrs))
+    span = bounds[1] - bounds[0]
+    n_cells = len(attrs) * n_p
+    # The scale's ends bound each side of a difference: its correction adds the two means'
+    # (on the rows where both sides are rated and listed, the difference's own observations).
+    rated = listed & np.isfinite(dy.ravel())
+    correction = None
+    if interval == "bounded":
+        sides = [
+            ppi.bounded_shift_and_variance(
+                y=side.ravel()[rated], cell=cell[rated], n_cells=n_cells, bounds=bounds
+            )
+            for side in (y[:, a_idx], y[:, b_idx])
+        ]
+        correction = (sides[0][0] - sides[1][0], sides[0][1] + sides[1][1])
+    estimated = _estimate(
+        dy.ravel(), dfj.ravel(), listed, cell, n_cells, alpha, interval, (-span, span),
+        excluded, correction,
+    )  # fmt: skip
     keys = {
         "responder_a": [responders[a] for _ in attrs for a in a_idx],
         "responder_b": [responders[b] for _ in attrs for b in b_idx],
         "attribute": [a for a in attrs for _ in range(n_p)],
     }
-    out = _frame(keys, estimated, judges)
+    out = _frame(keys, estimated, judges, design)
     out["p_holm"] = _holm_by_attribute(out, interval)
     return out
 
@@ -461,7 +499,7 @@ def _holm_by_attribute(differences: pd.DataFrame, interval: str) -> np.ndarray:
         stat = np.abs(est) / se
         # se 0: every labelled difference is the same number, so the test is decided by it.
         stat = np.where(se == 0, np.where(est != 0, np.inf, 0.0), stat)
-        if interval == "t":
+        if interval != "z":
             dof = np.maximum(differences["n_labelled"].to_numpy(float) - 1, 1)
             raw = 2 * special.stdtr(dof, -stat)
         else:
@@ -478,14 +516,19 @@ def ranking_table(
     """Responders ranked per attribute by the judge-assisted estimate; ``separated_from_next``
     says whether this place and the next one differ once all pairs of the attribute are
     compared at once (Holm-adjusted p < alpha: with ten responders an attribute has 45 pairs,
-    and 45 unadjusted 95 % intervals would call about two of them separated by chance)."""
+    and 45 unadjusted 95 % intervals would call about two of them separated by chance).
+
+    A responder whose estimate is not estimable gets no place (``place`` None, after the ranked
+    ones, with the cell's ``warning`` as ``reason``): a number that is not there is not ranked.
+    """
     diff = {
         (row.attribute, row.responder_a, row.responder_b): row.p_holm
         for row in differences.itertuples(index=False)
     }
     rows = []
     for attribute, group in means.groupby("attribute", sort=False):
-        ranked = group.sort_values("estimate", ascending=False).reset_index(drop=True)
+        estimable = group[np.isfinite(group["estimate"].to_numpy(dtype=float))]
+        ranked = estimable.sort_values("estimate", ascending=False).reset_index(drop=True)
         for place, row in ranked.iterrows():
             separated: bool | None = None
             if place + 1 < len(ranked):
@@ -503,9 +546,35 @@ def ranking_table(
                     "ci_low": row.ci_low,
                     "ci_high": row.ci_high,
                     "separated_from_next": separated,
+                    "reason": "",
                 }
             )
-    return pd.DataFrame(rows)
+        for row in group[~group.index.isin(estimable.index)].itertuples(index=False):
+            rows.append(
+                {
+                    "attribute": attribute,
+                    "place": None,
+                    "responder": row.responder,
+                    "estimate": row.estimate,
+                    "ci_low": row.ci_low,
+                    "ci_high": row.ci_high,
+                    "separated_from_next": None,
+                    "reason": row.warning or "not estimable",
+                }
+            )
+    return pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
+
+
+RANKING_COLUMNS: tuple[str, ...] = (
+    "attribute",
+    "place",
+    "responder",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "separated_from_next",
+    "reason",
+)
 
 
 def adjacent_separations(
@@ -524,7 +593,7 @@ def adjacent_separations(
     }
     rows = []
     for attribute, group in ranking.groupby("attribute", sort=False):
-        ranked = group.sort_values("place").reset_index(drop=True)
+        ranked = group[group["place"].notna()].sort_values("place").reset_index(drop=True)
         for place in range(len(ranked) - 1):
             upper, lower = ranked.loc[place, "responder"], ranked.loc[place + 1, "responder"]
             found = plan.get((attribute, upper, lower))

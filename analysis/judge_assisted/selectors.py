@@ -13,7 +13,7 @@ from analysis import planner
 from analysis.judge_assisted import estimator
 from analysis.judge_assisted.estimator import CellArrays, ScoreCodes, cell_arrays, score_codes
 from analysis.selectors import Filters, attribute_names, exclusions_for, scores_frame
-from annotation.models import Conversation, Rater, Study
+from annotation.models import Conversation, Rater, Rating, Study
 from annotation.selectors import clinician_sample_current, clinician_sample_external_ids
 
 
@@ -72,7 +72,7 @@ class JudgeAssistedReport:
 
 #: How the clinicians' sample is chosen when no explicit list is given.
 DESIGNS = ("stored", "rated")
-RATED_DESIGN = "every conversation with a clinician score (no stored clinician sample)"
+RATED_DESIGN = "every conversation with a clinician score"
 
 
 def labelled_design(*, study: Study, design: str = "stored") -> tuple[set[str] | None, str]:
@@ -81,22 +81,44 @@ def labelled_design(*, study: Study, design: str = "stored") -> tuple[set[str] |
     whatever clinicians rated (a study rated in full, or re-analysed without its design)."""
     if design not in DESIGNS:
         raise JudgeAssistedInputError(f"design must be one of {', '.join(DESIGNS)}, got {design!r}")
-    sample = clinician_sample_current(study=study) if design == "stored" else None
+    sample = clinician_sample_current(study=study)
     if sample is None:
-        return None, RATED_DESIGN
+        return None, f"{RATED_DESIGN} (the study has no stored clinician sample)"
+    if design == "rated":
+        return None, f"{RATED_DESIGN} (chosen over the stored {sample.describe()})"
     return clinician_sample_external_ids(sample=sample), sample.describe()
 
 
-def labelled_share(*, study: Study, share: int) -> set[str] | None:
-    """A seeded random share (percent) of the study's conversations, to show what a smaller
-    clinician budget would give; None for 100 or more: the study's design (its clinician
-    sample, else every clinician-rated conversation). The seed is fixed so that the same share
-    picks the same conversations every time: a cached report and a fresh one agree."""
+def rated_conversation_ids(*, study: Study) -> set[str]:
+    """External ids of the study's conversations with at least one clinician rating that
+    counts as study data."""
+    return set(
+        Conversation.objects.filter(
+            study=study,
+            practice=False,
+            responses__ratings__rater__kind=Rater.Kind.CLINICIAN,
+            responses__ratings__status=Rating.Status.COMPLETE,
+        )
+        .values_list("external_id", flat=True)
+        .distinct()
+    )
+
+
+def labelled_share(*, study: Study, share: int) -> tuple[set[str] | None, str]:
+    """A seeded random share (percent) of the study's design, to show what a smaller clinician
+    budget would give, and its description; (None, the design's) for 100 or more. The share is
+    drawn from the design itself (its stored clinician sample, else the clinician-rated
+    conversations): a random part of a random sample is still a random sample, while a share of
+    every conversation would label conversations no clinician rated. The seed is fixed so that
+    the same share picks the same conversations every time: a cached report and a fresh one
+    agree."""
+    ids, described = labelled_design(study=study)
     if share >= 100:
-        return None
-    ids = sorted(conversation_external_ids(study=study))
-    k = max(2, round(len(ids) * share / 100))
-    return set(np.random.default_rng(0).choice(ids, size=k, replace=False).tolist())
+        return ids, described
+    pool = sorted(ids if ids is not None else rated_conversation_ids(study=study))
+    k = min(len(pool), max(2, round(len(pool) * share / 100)))
+    picked = set(np.random.default_rng(0).choice(pool, size=k, replace=False).tolist())
+    return picked, f"a seeded random {share} % ({k}) of {described}"
 
 
 def judge_assisted_report(
@@ -108,10 +130,12 @@ def judge_assisted_report(
     target_half_width: float = 0.10,
     icc_lever: bool = False,
     design: str = "stored",
+    described: str = "",
 ) -> JudgeAssistedReport:
     """Means, paired differences, ranking (with the separations of adjacent places) and
     planner for the chosen judges, on ``labelled`` conversations (external ids) or else the
-    study's ``design`` (:func:`labelled_design`); with ``icc_lever`` also which lever narrows each
+    study's ``design`` (:func:`labelled_design`; ``described`` names a given ``labelled`` set,
+    e.g. :func:`labelled_share`'s); with ``icc_lever`` also which lever narrows each
     attribute's ICC interval (a 1,000-resample bootstrap per attribute: about a second).
 
     Raises JudgeAssistedInputError for an unknown judge, a bad alpha or target, or when no
@@ -135,19 +159,24 @@ def judge_assisted_report(
         )
     if labelled is None:
         labelled, described = labelled_design(study=study, design=design)
-    else:
+    elif not described:
         described = f"{len(set(labelled))} listed conversations"
     attributes = attribute_names(study=study)
+    bounds = (float(study.rubric.scale_min), float(study.rubric.scale_max))
     arrays = judge_assisted_arrays(study=study, judges=judges, labelled=labelled)
-    means = estimator.means_table(arrays, judges=judges, attributes=attributes, alpha=alpha)
-    if means.empty or not (means["n_labelled"] > 0).any():
+    means = estimator.means_table(
+        arrays, judges=judges, attributes=attributes, alpha=alpha, bounds=bounds,
+        design=described,
+    )  # fmt: skip
+    if means.empty or not (means["n_labelled"] > means["n_judge_missing"]).any():
         raise JudgeAssistedInputError(
             f"study {study.name!r} has no conversation with both clinician scores and "
             f"scores by {' + '.join(judges)}"
         )
     differences = estimator.differences_table(
-        arrays, judges=judges, attributes=attributes, alpha=alpha
-    )
+        arrays, judges=judges, attributes=attributes, alpha=alpha, bounds=bounds,
+        design=described,
+    )  # fmt: skip
     ranking = estimator.ranking_table(means, differences, alpha=alpha)
     separations = planner.separation_table(differences, alpha=alpha)
     levers = None

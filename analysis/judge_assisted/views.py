@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 
 from analysis import planner
 from analysis.judge_assisted.charts import forest_means, ranking_chart
-from analysis.judge_assisted.estimator import ADJACENT_COLUMNS
+from analysis.judge_assisted.estimator import ADJACENT_COLUMNS, savings_summary
 from analysis.judge_assisted.selectors import (
     JudgeAssistedInputError,
     JudgeAssistedReport,
@@ -50,8 +50,9 @@ CACHE_SECONDS = 24 * 3600
 #: The page's intervals are 95 %; the report's alpha, which its cached planner must match.
 ALPHA = 0.05
 
-SHARES = [(100, "the study's design"), (50, "a random 50%"), (20, "a random 20%"),
-          (10, "a random 10%"), (5, "a random 5%")]  # fmt: skip
+SHARES = [(100, "the study's design"), (50, "a random 50% of the design"),
+          (20, "a random 20% of the design"), (10, "a random 10% of the design"),
+          (5, "a random 5% of the design")]  # fmt: skip
 
 
 class JudgeAssistedForm(forms.Form):
@@ -77,7 +78,7 @@ class JudgeAssistedForm(forms.Form):
 
 #: Columns that count something: shown as integers ("1018", never "1018.0").
 COUNTS = frozenset({
-    "n_labelled", "n_unlabelled", "n_nonresponse", "place", "n_responders",
+    "n_labelled", "n_unlabelled", "n_nonresponse", "n_judge_missing", "place", "n_responders",
     "needed_clinician_only", "needed_judge_assisted", "more_clinician_only",
     "more_judge_assisted",
 })  # fmt: skip
@@ -114,16 +115,18 @@ def _report(
 ) -> JudgeAssistedReport:
     """The report for one Apply. Cached per judges and share; the target half-width changes
     only the planner table, recomputed here from the cached means (milliseconds)."""
-    # The design is part of the key: drawing a new clinician sample changes no rating.
-    sample = clinician_sample_current(study=study) if share >= 100 else None
+    # The design is part of the key: drawing a new clinician sample changes no rating, and
+    # every share is drawn from the design.
+    sample = clinician_sample_current(study=study)
     design = f"sample-{sample.pk}" if sample else "rated"
     key = _cache_key("report", study, version, "|".join(judges), share, design)
     report: JudgeAssistedReport | None = cache.get(key)
     if report is None:
-        labelled = labelled_share(study=study, share=share)
+        labelled, described = labelled_share(study=study, share=share)
         report = judge_assisted_report(
-            study=study, judges=judges, labelled=labelled, alpha=ALPHA, target_half_width=target
-        )
+            study=study, judges=judges, labelled=labelled, alpha=ALPHA, target_half_width=target,
+            described=described,
+        )  # fmt: skip
         cache.set(key, report, timeout=CACHE_SECONDS)
         return report
     return replace(
@@ -206,9 +209,15 @@ def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpRes
         "chosen": chosen,
         "share": share,
         "design": report.design,
+        "estimable": bool(np.isfinite(means["estimate"].to_numpy(dtype=float)).any()),
+        "savings": savings_summary(means),
         "warnings": [
             f"{row.responder} × {row.attribute}: {row.warning}"
             for row in means[means["warning"] != ""].itertuples(index=False)
+        ],
+        "notes": [
+            f"{row.responder} × {row.attribute}: {row.note}"
+            for row in means[means["note"] != ""].itertuples(index=False)
         ],
         "target": target,
         "median_saved": _median(means["ratings_saved"]),
@@ -228,6 +237,7 @@ def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpRes
                 "n_labelled",
                 "n_unlabelled",
                 "n_nonresponse",
+                "n_judge_missing",
                 "estimate",
                 "ci_low",
                 "ci_high",
@@ -237,6 +247,7 @@ def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpRes
                 "judge_only_mean",
                 "ratings_saved",
                 "interval",
+                "warning",
             ],
         ),  # fmt: skip
         "ranking": _rows(
@@ -245,7 +256,16 @@ def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpRes
                     {True: "yes", False: "no", None: ""}
                 )
             ),
-            ["attribute", "place", "responder", "estimate", "ci_low", "ci_high", "separated"],
+            [
+                "attribute",
+                "place",
+                "responder",
+                "estimate",
+                "ci_low",
+                "ci_high",
+                "separated",
+                "reason",
+            ],
         ),
         "planner": _rows(
             report.planner,

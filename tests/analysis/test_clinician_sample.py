@@ -65,15 +65,23 @@ def test_judge_assisted_uses_the_stored_sample_by_default(small_study):
     study = small_study.study
     judges = ["judge-x", "judge-y"]
     before = judge_assisted_report(study=study, judges=judges)
-    assert before.design == RATED_DESIGN
+    assert before.design.startswith(RATED_DESIGN) and "no stored clinician sample" in before.design
     sample = clinician_sample_draw(study=study, size=4, seed=5)
     after = judge_assisted_report(study=study, judges=judges)
     listed = judge_assisted_report(study=study, judges=judges, labelled=_ids(sample))
     assert after.design == sample.describe() and "seed 5" in after.design
-    pd.testing.assert_frame_equal(after.means, listed.means)
+    pd.testing.assert_frame_equal(
+        after.means.drop(columns="design"), listed.means.drop(columns="design")
+    )
+    assert set(after.means["design"]) == {after.design}
     assert (after.means.n_unlabelled > 0).any()  # the conversations outside the sample
     rated = judge_assisted_report(study=study, judges=judges, design="rated")
-    pd.testing.assert_frame_equal(rated.means, before.means)
+    # The same numbers as before the draw, and the design says the sample was passed over.
+    assert f"chosen over the stored {sample.describe()}" in rated.design
+    pd.testing.assert_frame_equal(
+        rated.means.drop(columns="design"), before.means.drop(columns="design")
+    )
+    assert set(rated.means["design"]) == {rated.design}
 
     out, err = io.StringIO(), io.StringIO()
     call_command(

@@ -37,7 +37,7 @@ def test_researcher_sees_forest_ranking_and_planner(small_study, researcher_clie
     methods = {v["method"] for v in spec["data"]["values"]}
     assert methods == {"clinician only", "judge-assisted"}
     assert len(spec["data"]["values"]) == 2 * 5 * 7
-    assert "a random 50% of the conversations" in html
+    assert "a seeded random 50 % (4) of every conversation with a clinician score" in html
 
 
 def test_every_judge_and_all_rated_conversations_by_default(small_study, researcher_client):
@@ -88,7 +88,8 @@ def test_ranking_chart_and_adjacent_separations(small_study, researcher_client):
         }  # fmt: skip
     separations = html.split('id="ja-separations"')[1].split("</section>")[0]
     assert separations.count("<tr>") == 1 + 4 * 7  # header + adjacent pairs per attribute
-    assert " vs " in separations and ">yes<" in separations and ">no<" in separations
+    # Eight conversations, four labelled: the bounded intervals separate no adjacent places.
+    assert " vs " in separations and ">no<" in separations
 
 
 def test_icc_lever_section_when_asked(small_study, researcher_client):
@@ -156,8 +157,8 @@ def test_a_new_target_replans_from_the_cached_estimates(small_study, researcher_
     assert len(second) < len(first) - 3
     assert "for a half-width of 0.05" in html
     fresh = judge_assisted_report(
-        study=study, judges=["judge-x", "judge-y"], labelled=labelled_share(study=study, share=50),
-        target_half_width=0.05,
+        study=study, judges=["judge-x", "judge-y"],
+        labelled=labelled_share(study=study, share=50)[0], target_half_width=0.05,
     )  # fmt: skip
     expected = fresh.planner[["more_clinician_only", "more_judge_assisted"]]
     shown = [[int(row[5]), int(row[6])] for row in _section_rows(html, "ja-planner")]

@@ -190,7 +190,7 @@ def test_t_interval_keeps_ppi_py_estimate_and_lambda_with_sample_variances(seed)
 
 
 def test_unknown_interval_is_refused():
-    with pytest.raises(ValueError, match="interval must be one of t, z"):
+    with pytest.raises(ValueError, match="interval must be one of bounded, t, z"):
         ppi.ppi_mean(np.array([1.0, 2.0]), np.array([1.0, 2.0]), np.array([3.0]), interval="x")
 
 
@@ -366,3 +366,88 @@ def test_ipw_interval_covers_at_95_percent_with_unequal_probabilities():
     # against the clinician-only IPW mean (λ = 0) on the same samples.
     assert np.all((got.lam >= 0) & (got.lam <= 1)) and np.median(got.lam) > 0.5
     assert np.median(got.se / ppi.ipw_mean_cells(**args, lam=0.0).se) < 0.5
+
+
+def test_bounded_interval_is_the_t_interval_of_the_sample_completed_at_both_ends():
+    """Half an observation at each end of the 1–5 scale: its mean shifts the centre, its
+    squared standard error minus the plain one widens the interval; computed here with
+    statsmodels' weighted statistics."""
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    rng = np.random.default_rng(2)
+    y = np.where(rng.random(60) < 0.95, 5.0, 4.0)
+    est = ppi.ppi_mean_cells(
+        y=y, f=y, cell=np.zeros(y.size, int), f_unlabelled=np.array([]),
+        cell_unlabelled=np.array([], int), n_cells=1, interval="bounded", bounds=(1.0, 5.0),
+    )  # fmt: skip
+    completed = DescrStatsW(
+        np.concatenate([y, [1.0, 5.0]]), weights=np.concatenate([np.ones(y.size), [0.5, 0.5]])
+    )
+    se2 = completed.var_ddof(1) / completed.sum_weights  # weights sum to n + 1
+    half = sps.t.ppf(0.975, y.size - 1) * np.sqrt(se2)
+    expected = (completed.mean - half, min(completed.mean + half, 5.0))
+    assert (est.clinician_only_ci_low[0], est.clinician_only_ci_high[0]) == pytest.approx(
+        expected, abs=TOL
+    )
+    assert est.clinician_only_estimate[0] == pytest.approx(y.mean(), abs=TOL)  # not shifted
+    # No unlabelled pool: λ = 0 and the judge-assisted interval is the clinician-only one.
+    assert (est.ci_low[0], est.ci_high[0]) == (
+        est.clinician_only_ci_low[0],
+        est.clinician_only_ci_high[0],
+    )
+    plain = ppi.ppi_mean(y, y, np.array([]), interval="t")
+    assert est.ci_high[0] - est.ci_low[0] > plain.ci_high[0] - plain.ci_low[0]
+
+
+def test_bounded_interval_gives_a_sample_without_spread_an_honest_width():
+    y = np.full(100, 5.0)
+    est = ppi.ppi_mean_cells(
+        y=y, f=y, cell=np.zeros(100, int), f_unlabelled=np.array([]),
+        cell_unlabelled=np.array([], int), n_cells=1, interval="bounded", bounds=(1.0, 5.0),
+    )  # fmt: skip
+    assert est.ci_high[0] == 5.0 and 4.85 < est.ci_low[0] < 4.99
+    assert ppi.ppi_mean(y, y, np.array([])).ci_low[0] == 5.0  # what the t interval claims
+
+
+def test_responses_without_a_judge_score_count_in_the_clinician_mean_only():
+    rng = np.random.default_rng(5)
+    y, f, fu = _cell(rng, 80, 400, rho=0.8)
+    extra = np.array([1.0, 1.5, 2.0])
+    est = ppi.ppi_mean_cells(
+        y=y, f=f, cell=np.zeros(y.size, int), f_unlabelled=fu, cell_unlabelled=np.zeros(
+            fu.size, int), n_cells=1, y_only=extra, cell_y_only=np.zeros(3, int),
+    )  # fmt: skip
+    everyone = np.concatenate([y, extra])
+    assert est.clinician_only_estimate[0] == pytest.approx(everyone.mean(), abs=TOL)
+    assert est.n_labelled[0] == 83 and est.n_judge_missing is not None
+    assert est.n_judge_missing[0] == 3
+    # θ̂ = Ȳ (all rated) + λ (f̄_U − f̄ of the judge-scored labelled).
+    lam = est.lam[0]
+    assert 0 < lam <= 1
+    assert est.estimate[0] == pytest.approx(everyone.mean() + lam * (fu.mean() - f.mean()))
+
+
+def test_nonresponse_is_taken_out_of_the_judges_correction_by_design():
+    """With non-responded responses in both pools, the correction compares the judges' mean over
+    all labelled responses (rated or not) with their mean over all unlabelled ones; λ may reach
+    1/π̂ (π̂ the rated share). Unbiasedness and coverage under informative non-response are
+    simulated in tests/analysis/test_judge_assisted.py."""
+    rng = np.random.default_rng(6)
+    rated = rng.normal(4, 0.5, 1000)
+    f_rated = rated + rng.normal(0, 0.1, 1000)
+    junk = np.full(250, 1.0)  # clinicians skip it, the judge scores it 1
+    f_unl = np.concatenate([f_rated[100:], junk[25:]])
+    est = ppi.ppi_mean_cells(
+        y=rated[:100], f=f_rated[:100], cell=np.zeros(100, int),
+        f_unlabelled=f_unl, cell_unlabelled=np.zeros(f_unl.size, int), n_cells=1,
+        f_nonresponse=junk[:25], cell_nonresponse=np.zeros(25, int),
+    )  # fmt: skip
+    assert est.rated_share is not None and est.rated_share[0] == pytest.approx(0.8)
+    assert est.n_nonresponse is not None and est.n_nonresponse[0] == 25
+    lam = est.lam[0]
+    assert 0 < lam <= 1.25
+    f_all_labelled = np.concatenate([f_rated[:100], junk[:25]])
+    assert est.estimate[0] == pytest.approx(
+        rated[:100].mean() + lam * (f_unl.mean() - f_all_labelled.mean()), abs=TOL
+    )
+    assert abs(est.estimate[0] - rated.mean()) < 2 * est.se[0]

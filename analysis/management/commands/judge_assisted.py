@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -38,6 +40,36 @@ def _labelled_ids(path: str, known: set[str]) -> set[str]:
             f"({shown}{more})"
         )
     return set(listed)
+
+
+def _grouped(table: pd.DataFrame, column: str) -> list[str]:
+    """One stderr line per cell, or one line for many cells that say the same thing (a study
+    of eight conversations would otherwise print seventy identical warnings)."""
+    rows = table[table[column] != ""]
+    by_text: dict[str, list[str]] = {}
+    for row in rows.itertuples(index=False):
+        # The same sentence with another count is the same kind of line.
+        kind = re.sub(r"\d+", "N", getattr(row, column))
+        by_text.setdefault(kind, []).append(f"{row.responder} × {row.attribute}")
+    lines = []
+    for kind, cells in by_text.items():
+        if len(cells) <= 3:
+            lines += [
+                f"{column}: {cell}: {text}"
+                for cell, text in zip(
+                    cells,
+                    rows[rows[column].str.replace(r"\d+", "N", regex=True) == kind][column],
+                    strict=False,
+                )
+            ]
+        else:
+            example = rows[rows[column].str.replace(r"\d+", "N", regex=True) == kind][column].iloc[
+                0
+            ]
+            lines.append(
+                f"{column}: {len(cells)} cells ({cells[0]}, {cells[1]}, …), e.g.: {example}"
+            )
+    return lines
 
 
 class Command(BaseCommand):
@@ -103,8 +135,8 @@ class Command(BaseCommand):
         table = report.means
         # On stderr: the CSV on stdout stays the contract's table alone.
         self.stderr.write(f"labelled: {report.design}")
-        for row in table[table["warning"] != ""].itertuples(index=False):
-            self.stderr.write(f"warning: {row.responder} × {row.attribute}: {row.warning}")
+        for line in _grouped(table, "warning") + _grouped(table, "note"):
+            self.stderr.write(line)
         if options["format"] == "csv":
             columns = [
                 *estimator.CONTRACT_COLUMNS,
