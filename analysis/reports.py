@@ -75,6 +75,8 @@ RELIABILITY_COLUMNS: tuple[str, ...] = (
     "ci_method",
     "n_boot_valid",
     "n_boot_dropped",
+    "n_conversations",
+    "estimable",
     "verdict",
     "verdict_text",
     "reason",
@@ -205,6 +207,54 @@ def _index_of(column: pd.Series, values: Sequence[str]) -> np.ndarray:
     return plain
 
 
+#: The fewest responders a judge's ICC is estimated on. By simulation (benchmarks/icc_minimums.py,
+#: docs/analysis.md): the 95 % percentile bootstrap interval of ICC(C,1) for two raters covers
+#: 0.65–0.71 of the time with 3 targets and 0.89–0.93 with 4 to 30, whatever the true ICC
+#: (0.3–0.9). Below 4 the interval claims what the data cannot hold.
+MIN_RESPONDERS = 4
+#: The fewest conversations behind the responder means: with one, each mean is a single score,
+#: the conversation-to-conversation spread of a responder cannot be seen at all, and the
+#: two-stage bootstrap has nothing to resample.
+MIN_CONVERSATIONS = 2
+
+
+def not_estimable_reason(
+    *, human: np.ndarray, judge: np.ndarray, n_conversations: int, boot: stats.BootstrapCI
+) -> str | None:
+    """Why a judge × attribute ICC is not estimable, in plain words, or None when it is.
+
+    ``human``/``judge``: the responder-level means (one per responder with both). A number that
+    is not estimable gets no status, verdict or colour.
+    """
+    n = int(human.size)
+    if n < MIN_RESPONDERS:
+        return (
+            f"not estimable: only {n} responder{'s' if n != 1 else ''} ha{'ve' if n != 1 else 's'} "
+            f"both clinician and judge scores; an ICC needs at least {MIN_RESPONDERS} (with 3 "
+            "its 95 % interval covers only about 0.7 of the time)"
+        )
+    if n_conversations < MIN_CONVERSATIONS:
+        return (
+            f"not estimable: the scores come from {n_conversations} conversation; at least "
+            f"{MIN_CONVERSATIONS} are needed to see how a responder varies from one "
+            "conversation to the next"
+        )
+    for who, means in (("the clinicians give", human), ("the judge gives", judge)):
+        if np.ptp(means) == 0:
+            return (
+                f"not estimable: {who} every responder the same mean ({means[0]:.2f}), so there "
+                "is no order among responders to agree on (ICC would be 0 by construction)"
+            )
+    # A judge that is the clinicians plus a constant has ICC(C,1) = 1 in every resample: a
+    # width of 0 that is real. Any other width of 0 means nothing varied.
+    if boot.n_valid >= 2 and boot.ci_width == 0 and not math.isclose(boot.icc_c1, 1.0):
+        return (
+            "not estimable: every bootstrap resample gave the same ICC; a width of 0 means "
+            "nothing varies, not that the estimate is precise"
+        )
+    return None
+
+
 def _pair_seed(seed: int, judge: object, attribute: str) -> np.random.Generator:
     # A stable per-(judge, attribute) stream: a pair's CI does not change when other judges or
     # attributes are added to or removed from the table.
@@ -262,6 +312,13 @@ def reliability_table(
     pair = cells.judge * n_a + cells.attribute
     diff = cells.score - cells.human
     n_pairs = np.bincount(pair, minlength=n_j * n_a).reshape(n_j, n_a)
+    # Distinct conversations behind each (judge, attribute): unique (pair, conversation) keys.
+    conv_keys = np.unique(
+        pair.astype(np.int64) * max(len(cells.conversations), 1) + cells.conversation
+    )
+    n_convs = np.bincount(
+        conv_keys // max(len(cells.conversations), 1), minlength=n_j * n_a
+    ).reshape(n_j, n_a)
     af_num = np.bincount(cells.judge, weights=np.abs(diff), minlength=n_j)
     af_den = np.bincount(cells.judge, minlength=n_j)
 
@@ -282,8 +339,16 @@ def reliability_table(
             npairs = int(n_pairs[jdx, adx])
             sel = sel_judge & (cells.attribute == adx)
             err = stats.error_metrics(cells.human[sel], cells.score[sel])
-            guide = stats.reliability_guidance(boot.icc_c1, boot.ci_width)
-            reasons = [r for r in (boot.reason, bias.reason, err.reason) if r]
+            why_not = not_estimable_reason(
+                human=matrix[:, 0], judge=matrix[:, 1], n_conversations=int(n_convs[jdx, adx]),
+                boot=boot,
+            )  # fmt: skip
+            if why_not:
+                boot = stats.not_estimable(boot)
+                guide = stats.Guidance(None, why_not[0].upper() + why_not[1:] + ".", why_not)
+            else:
+                guide = stats.reliability_guidance(boot.icc_c1, boot.ci_width)
+            reasons = [r for r in (why_not, boot.reason, bias.reason, err.reason) if r]
             rows.append(
                 {
                     "judge": judge,
@@ -314,6 +379,8 @@ def reliability_table(
                     "ci_method": boot.method,
                     "n_boot_valid": boot.n_valid,
                     "n_boot_dropped": boot.n_dropped,
+                    "n_conversations": int(n_convs[jdx, adx]),
+                    "estimable": why_not is None,
                     "verdict": guide.verdict,
                     "verdict_text": guide.text,
                     "reason": "; ".join(dict.fromkeys(reasons)) or None,
@@ -481,9 +548,15 @@ def interrater_table(
             reasons += [r for r in (icc.reason, alpha_o.reason, alpha_i.reason) if r]
             if not kap_l:
                 reasons.append("no clinician pair shares ≥ 2 items")
+            icc_ok = icc.n >= MIN_RESPONDERS and icc.reason is None
+            if not icc_ok and icc.reason is None:
+                reasons.append(
+                    f"ICC not estimable: {icc.n} item{'s' if icc.n != 1 else ''} rated by every "
+                    f"clinician; an ICC needs at least {MIN_RESPONDERS}"
+                )
             row = {
-                "icc_c1": icc.icc_c1,
-                "icc_a1": icc.icc_a1,
+                "icc_c1": icc.icc_c1 if icc_ok else math.nan,
+                "icc_a1": icc.icc_a1 if icc_ok else math.nan,
                 "n_complete": icc.n,
                 "alpha_ordinal": alpha_o.value,
                 "alpha_interval": alpha_i.value,
@@ -639,3 +712,144 @@ def alt_test_table(
                 }
             )
     return pd.DataFrame(rows, columns=list(ALT_TEST_COLUMNS))
+
+
+#: The median share of clinician ratings the judges must be able to replace, at equal interval
+#: width, before the dashboard and the judge-assisted page call judge-assisted estimates worth
+#: using: below a tenth, a judge run, its cost and a method to explain in the paper buy less
+#: than a few more clinician ratings would.
+WORTH_IT_SAVING = 0.10
+#: The fewest paired conversations a responder needs for its within-responder correlation.
+_MIN_CORRELATION_PAIRS = 3
+
+
+def judge_worth_table(cells: PairedCells) -> pd.DataFrame:
+    """Per judge × attribute: how much of the clinicians' rating work judge-assisted estimates
+    could replace. Within one responder, PPI++ narrows the clinician mean's interval to
+    √(1 − ρ²·N/(N + n)) of its width (ρ the item-level correlation of judge and clinician
+    scores, N unlabelled and n labelled responses), so at equal width it saves at most ρ² of
+    the clinician ratings (N ≫ n). ``saving`` is the median of ρ² over the responders with at
+    least three paired conversations and some spread on both sides; NaN with a ``reason``
+    where none has."""
+    n_j, n_a, n_r = len(cells.judges), len(cells.attributes), max(len(cells.responders), 1)
+    key = (cells.judge * n_a + cells.attribute) * n_r + cells.responder
+    size = n_j * n_a * n_r
+
+    def sums(values: np.ndarray) -> np.ndarray:
+        return np.bincount(key, weights=values, minlength=size)
+
+    n = np.bincount(key, minlength=size).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mh, mj = sums(cells.human) / n, sums(cells.score) / n
+        dh, dj = cells.human - mh[key], cells.score - mj[key]
+        cov, vh, vj = sums(dh * dj), sums(dh * dh), sums(dj * dj)
+        r2 = np.where(
+            (n >= _MIN_CORRELATION_PAIRS) & (vh > 0) & (vj > 0), cov**2 / (vh * vj), np.nan
+        )
+    r2 = r2.reshape(n_j, n_a, n_r)
+    rows = []
+    for jdx, judge in enumerate(cells.judges):
+        for adx, attribute in enumerate(cells.attributes):
+            values = r2[jdx, adx][np.isfinite(r2[jdx, adx])]
+            rows.append(
+                {
+                    "judge": judge,
+                    "attribute": attribute,
+                    "saving": float(np.median(values)) if values.size else math.nan,
+                    "n_responders": int(values.size),
+                    "reason": None
+                    if values.size
+                    else "not estimable: no responder has three conversations scored by both "
+                    "the clinicians and the judge with some spread on each side",
+                }
+            )
+    return pd.DataFrame(rows, columns=["judge", "attribute", "saving", "n_responders", "reason"])
+
+
+ANSWER_COLUMNS: tuple[str, ...] = (
+    "judge",
+    "attribute",
+    "replace",
+    "replace_reason",
+    "reliability",
+    "reliability_reason",
+    "bias",
+    "bias_reason",
+    "assist",
+    "assist_reason",
+)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def answer_table(reliability: pd.DataFrame, alt: pd.DataFrame, worth: pd.DataFrame) -> pd.DataFrame:
+    """The researcher's answer first, per judge × attribute: can the judge replace the
+    clinicians (alt-test), is its reliability known (ICC status, or not estimable), its bias,
+    and whether judge-assisted estimates are worth it; each with a one-line reason. Built from
+    :func:`reliability_table`, :func:`alt_test_table` and :func:`judge_worth_table`."""
+    keyed = {
+        name: {(r.judge, r.attribute): r for r in frame.itertuples(index=False)}
+        for name, frame in (("alt", alt), ("worth", worth))
+    }
+    rows = []
+    for rel in reliability.itertuples(index=False):
+        key = (rel.judge, rel.attribute)
+        a, w = keyed["alt"].get(key), keyed["worth"].get(key)
+        if a is None or a.passed is None or (isinstance(a.passed, float) and math.isnan(a.passed)):
+            replace = "not testable"
+            replace_reason = (a.reason if a is not None else None) or "no alt-test for this pair"
+        else:
+            wins = round(a.winning_rate * a.n_clinicians)
+            replace = "yes" if a.passed else "no"
+            clinicians = _plural(int(a.n_clinicians), "clinician")
+            replace_reason = (
+                f"as good as or better than {wins} of the {clinicians} "
+                f"left out in turn (winning rate {a.winning_rate:.2f}; it must reach 0.50), on "
+                f"{_plural(int(a.n_instances), 'response')}; advantage probability "
+                f"{a.advantage_probability:.2f}; ε {a.epsilon:g}"
+            )
+        if rel.estimable:
+            reliability_text = f"{rel.status} · {rel.verdict}"
+            reliability_reason = (
+                f"ICC(C,1) {rel.icc_c1:.2f}, 95 % interval {rel.ci_low:.2f}–{rel.ci_high:.2f} "
+                f"(width {rel.ci_width:.2f}) on {_plural(int(rel.n_models), 'responder')}"
+            )
+        else:
+            reliability_text = "not estimable"
+            reliability_reason = str(rel.reason or "").removeprefix("not estimable: ")
+        if np.isfinite(rel.bias):
+            bias_text = f"{rel.bias:+.2f}"
+            way = "higher" if rel.bias > 0 else "lower"
+            bias_reason = (
+                f"scores {abs(rel.bias):.2f} {way} than the clinicians on the responders' means"
+                if rel.bias
+                else "scores the responders' means as the clinicians do"
+            )
+        else:
+            bias_text, bias_reason = "not estimable", str(rel.reason or "no paired scores")
+        if w is None or not np.isfinite(w.saving):
+            assist, assist_reason = "not estimable", (w.reason if w is not None else "no pairs")
+        else:
+            assist = "worth it" if w.saving >= WORTH_IT_SAVING else "not worth it"
+            assist_reason = (
+                f"could replace up to {w.saving * 100:.0f} % of clinician ratings at equal "
+                f"interval width (median ρ² over {_plural(int(w.n_responders), 'responder')}; "
+                f"worth it from {WORTH_IT_SAVING * 100:.0f} %)"
+            )
+        rows.append(
+            {
+                "judge": rel.judge,
+                "attribute": rel.attribute,
+                "replace": replace,
+                "replace_reason": replace_reason,
+                "reliability": reliability_text,
+                "reliability_reason": reliability_reason,
+                "bias": bias_text,
+                "bias_reason": bias_reason,
+                "assist": assist,
+                "assist_reason": assist_reason,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))

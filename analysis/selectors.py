@@ -589,9 +589,18 @@ class StudyReport:
     coverage: dict[str, object]
     notes: list[str]
     n_scores: int
+    #: Per judge × attribute: may the judge replace the clinicians (the alt-test).
+    alt_test: pd.DataFrame
+    #: Per judge × attribute: the share of clinician ratings judge-assisted estimates could save.
+    worth: pd.DataFrame
+    #: The researcher's answer first: the four questions per judge × attribute, with reasons.
+    answer: pd.DataFrame
 
     TABLES = (
+        "answer",
         "reliability",
+        "alt_test",
+        "worth",
         "human_means",
         "ranking",
         "interrater",
@@ -618,8 +627,9 @@ def study_report(
     filters, params = filters or Filters(), params or ReportParams()
     version = study_version(study=study)
     # "coded": reports show clinicians by study code; entries cached before codes existed
-    # (keyed without it) held names and must never be served again.
-    key = "analysis:report:coded:" + ":".join(
+    # (keyed without it) held names and must never be served again. "answer": entries cached
+    # before the answer table existed lack it.
+    key = "analysis:report:coded:answer:" + ":".join(
         map(str, (study.pk, version, filters.key(), *astuple_params(params)))
     )
     report: StudyReport | None = cache.get(key)
@@ -648,21 +658,24 @@ def study_report_build(
     human_means = reports.human_means_table(df, attributes)
     human_means.index.name = "responder"
     cells = reports.paired_cells(df, attributes=attributes, exclusions=exclusions)
+    reliability = reports.reliability_table(
+        df,
+        attributes=attributes,
+        exclusions=exclusions,
+        n_boot=params.n_boot,
+        seed=params.seed,
+        two_stage=params.two_stage,
+        cells=cells,
+    )
+    alt = reports.alt_test_table(df, attributes=attributes, exclusions=exclusions)
+    worth = reports.judge_worth_table(cells)
     return StudyReport(
         study_id=study.pk,
         version=version,
         params=params,
         filters=filters,
         attributes=attributes,
-        reliability=reports.reliability_table(
-            df,
-            attributes=attributes,
-            exclusions=exclusions,
-            n_boot=params.n_boot,
-            seed=params.seed,
-            two_stage=params.two_stage,
-            cells=cells,
-        ),
+        reliability=reliability,
         human_means=human_means.reset_index(),
         ranking=reports.ranking_table(df, attributes=attributes),
         interrater=reports.interrater_table(df, attributes=attributes),
@@ -674,6 +687,9 @@ def study_report_build(
         coverage=coverage(study=study, filters=filters),
         notes=data_notes(study=study, as_published=params.as_published),
         n_scores=len(df),
+        alt_test=alt,
+        worth=worth,
+        answer=reports.answer_table(reliability, alt, worth),
     )
 
 

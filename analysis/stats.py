@@ -388,6 +388,16 @@ def _nan_boot(method: str, point: IccResult, n_boot: int, reason: str) -> Bootst
     )
 
 
+def not_estimable(boot: BootstrapCI) -> BootstrapCI:
+    """The same bootstrap with every number an ICC claims removed (estimates, interval, status):
+    what a caller returns once it has found the ICC not estimable."""
+    nan = math.nan
+    return BootstrapCI(
+        boot.method, nan, nan, nan, nan, None, nan, nan, nan, boot.n, boot.n_boot, boot.n_valid,
+        boot.n_dropped, boot.reason,
+    )  # fmt: skip
+
+
 def bootstrap_icc_ci(
     y: ArrayLike,
     *,

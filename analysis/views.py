@@ -51,6 +51,48 @@ class TableSpec:
 
 
 TABLES: dict[str, TableSpec] = {
+    "answer": TableSpec(
+        "The answer first: can each judge be trusted?",
+        (
+            "judge",
+            "attribute",
+            "replace",
+            "replace_reason",
+            "reliability",
+            "reliability_reason",
+            "bias",
+            "bias_reason",
+            "assist",
+            "assist_reason",
+        ),
+    ),  # fmt: skip
+    "alt_test": TableSpec(
+        "Can the judge replace the clinicians? (alternative annotator test)",
+        (
+            "judge",
+            "attribute",
+            "winning_rate",
+            "advantage_probability",
+            "passed",
+            "n_clinicians",
+            "n_instances",
+            "epsilon",
+            "metric",
+            "reason",
+        ),
+        "Calderon, Reichart & Dror (ACL 2025): each clinician is left out in turn; the judge wins "
+        "that clinician when it agrees with the remaining clinicians at least as well, up to a "
+        "margin ε = 0.2 (experts), tested one-sided and corrected by Benjamini–Yekutieli over "
+        "the clinicians. It passes when it wins at least half of them. Needs responses that two "
+        "or more clinicians scored (30 per clinician).",
+    ),  # fmt: skip
+    "worth": TableSpec(
+        "How much clinician work could judge-assisted estimates save?",
+        ("judge", "attribute", "saving", "n_responders", "reason"),
+        "The median, over responders, of ρ²: the squared correlation of the judge's and the "
+        "clinicians' scores of the same responses. At equal interval width, judge-assisted "
+        "estimates save at most that share of clinician ratings.",
+    ),  # fmt: skip
     "reliability": TableSpec(
         "Judge reliability (ICC, bootstrap CI, bias)",
         (
@@ -69,6 +111,7 @@ TABLES: dict[str, TableSpec] = {
             "bias",
             "mse",
             "mae",
+            "estimable",
             "verdict",
             "reason",
         ),
@@ -157,7 +200,7 @@ def _verdicts(report: StudyReport) -> list[dict[str, Any]]:
                 "judges": [
                     {
                         "judge": r.judge,
-                        "verdict": r.verdict or "not enough data",
+                        "verdict": r.verdict or "not estimable",
                         "text": r.verdict_text,
                         "icc": _cell(r.icc_c1),
                         "width": _cell(r.ci_width),
@@ -227,8 +270,8 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
         template = "analysis/_filter_error.html" if request.htmx else "analysis/dashboard.html"
         return render(request, template, context, status=400)
     names = [
-        "reliability", "human_means", "ranking", "interrater", "calibration", "rouge",
-        "rouge_correlation",
+        "reliability", "alt_test", "worth", "human_means", "ranking", "interrater",
+        "calibration", "rouge", "rouge_correlation",
     ]  # fmt: skip
     chart_specs = _charts(report)
     tables = {name: _present(name, report.table(name)) for name in names}
@@ -245,6 +288,7 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
             if t["name"] != "rouge_correlation" or tables["rouge"]["rows"]
         ],
         "verdicts": _verdicts(report),
+        "answer": [row._asdict() for row in report.answer.itertuples(index=False)],
         "charts": chart_specs,
         "chart_specs": [{"id": f"spec-{k}", "spec": v} for k, v in chart_specs.items()],
         "thresholds": charts.status_thresholds(),

@@ -359,3 +359,35 @@ def labelled_distortion_study_make() -> tuple[Study, Run]:
                 labels=DISTORTION_CLINICIAN_LABELS[ext],
             )
     return study, run
+
+
+def overlap_study_make(
+    *, name: str = "Overlap study", conversations: int = 12, clinicians: int = 3
+) -> tuple[Study, list[Rater], list[Rater]]:
+    """A study where every clinician scores every response (ten responders), and two judges:
+    "close-judge" (the responses' true quality, rounded) and "far-judge" (the scale turned
+    upside down). Seeded: the same scores every build. Returns (study, clinicians, judges)."""
+    import numpy as np
+
+    from annotation.models import Rater, Response
+
+    keys = ["original", "gpt4o", "claude", "gemini", "llama_3", "qwen_2", "qwen_3", "ds_qwen",
+            "ds_llama", "gpt4omini"]  # fmt: skip
+    study = study_make(name=name, conversations=conversations, responders=keys)
+    attributes = list(study.rubric.attributes.order_by("position"))
+    people = [clinician_make(username=f"{name[:6].lower()}-clin{k}") for k in range(clinicians)]
+    judges = [
+        Rater.objects.create(kind=Rater.Kind.JUDGE, name="close-judge"),
+        Rater.objects.create(kind=Rater.Kind.JUDGE, name="far-judge"),
+    ]
+    rng = np.random.default_rng(11)
+    quality = dict(zip(keys, np.linspace(1.6, 4.6, len(keys)), strict=True))
+    for response in Response.objects.filter(conversation__study=study).select_related("responder"):
+        truth = quality[response.responder.key] + rng.normal(0, 0.7, len(attributes))
+        for rater in people:
+            noisy = np.clip(np.rint(truth + rng.normal(0, 0.6, len(attributes))), 1, 5)
+            _rating_make(rater, response, noisy, attributes, status="complete", source="form")
+        close = np.clip(np.rint(truth), 1, 5)
+        _rating_make(judges[0], response, close, attributes, status="complete", source="judge")
+        _rating_make(judges[1], response, 6 - close, attributes, status="complete", source="judge")
+    return study, people, judges

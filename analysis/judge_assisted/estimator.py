@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import ppi
+from analysis.reports import WORTH_IT_SAVING
 
 CLINICIAN = "clinician"
 JUDGE = "judge"
@@ -345,12 +346,6 @@ def _frame(
     )
     seen = (out["n_labelled"] > 0) | (out["n_unlabelled"] > 0) | (out["n_nonresponse"] > 0)
     return out[seen].reset_index(drop=True)
-
-
-#: The median share of clinician ratings the judges must save, at equal interval width, before
-#: the page recommends judge-assisted estimates: below a tenth, a judge run, its cost and a
-#: method to explain in the paper buy less than a few more clinician ratings would.
-WORTH_IT_SAVING = 0.10
 
 
 def savings_summary(means: pd.DataFrame) -> str:

@@ -103,6 +103,8 @@ def test_the_set_password_page_applies_the_rules(client, admin_user, django_user
     assert not django_user_model.objects.get(username="dora").has_usable_password()
 
 
-@pytest.mark.parametrize("username", ["admin", "clinician1", "clinician2", "researcher"])
+@pytest.mark.parametrize(
+    "username", ["admin", "clinician1", "clinician2", "clinician3", "researcher"]
+)
 def test_the_demo_password_meets_the_rules(django_user_model, username):
     validate_password("mentalbench-demo", user=django_user_model(username=username))

@@ -252,3 +252,54 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, args, message):
     }
     with pytest.raises(CommandError, match=message.replace("(", r"\(")):
         call_command("alt_test", *[files.get(a, a) for a in args], stdout=io.StringIO())
+
+
+@pytest.fixture
+def overlap(db):
+    from tests.factories import overlap_study_make
+
+    return overlap_study_make()
+
+
+def test_the_command_runs_on_a_study_per_judge_and_attribute(overlap):
+    study, _, _ = overlap
+    out = io.StringIO()
+    call_command("alt_test", "--study", study.name, "--format", "csv", stdout=out)
+    table = pd.read_csv(io.StringIO(out.getvalue()))
+    assert list(table.columns[:4]) == [
+        "judge",
+        "attribute",
+        "winning_rate",
+        "advantage_probability",
+    ]
+    assert len(table) == 2 * 7 and (table["n_clinicians"] == 3).all()
+    assert (table["n_instances"] == 120).all()  # 12 conversations × 10 responses, all shared
+    by_judge = table.groupby("judge")["passed"].mean()
+    assert by_judge["close-judge"] > 0.5 and by_judge["far-judge"] == 0
+    with pytest.raises(CommandError, match="no scores by judge 'nope'"):
+        call_command("alt_test", "--study", study.name, "--judge", "nope", stdout=io.StringIO())
+
+
+def test_the_dashboard_and_the_api_carry_the_alt_test(overlap, researcher):
+    from django.test import Client
+    from knox.models import AuthToken
+    from rest_framework.test import APIClient
+
+    study, _, _ = overlap
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=researcher)[1]}")
+    rows = api.get(f"/api/studies/{study.pk}/reports/alt_test/").json()["rows"]
+    assert len(rows) == 14 and {r["judge"] for r in rows} == {"close-judge", "far-judge"}
+    assert all(r["passed"] is False for r in rows if r["judge"] == "far-judge")
+    answer = api.get(f"/api/studies/{study.pk}/reports/answer/").json()["rows"]
+    far = [r for r in answer if r["judge"] == "far-judge"]
+    assert {r["replace"] for r in far} == {"no"}
+    assert all("winning rate 0.00" in r["replace_reason"] for r in far)
+
+    client = Client()
+    client.force_login(researcher)
+    html = client.get(f"/analysis/studies/{study.pk}/").content.decode()
+    first = html.split('id="answer"')[1].split("</section>")[0]
+    assert "Can it replace clinicians?" in first and 'class="answer-yes"' in first
+    assert html.index('id="answer"') < html.index('id="coverage"')  # the answer comes first
+    assert 'id="table-alt_test"' in html

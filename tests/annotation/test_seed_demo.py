@@ -46,12 +46,16 @@ def _snapshot() -> dict:
     }
 
 
-def test_seed_demo_assigns_every_demo_conversation_to_both_clinicians_once(db):
+def test_seed_demo_assigns_every_demo_conversation_to_every_clinician_once(db):
     _seed()
     _seed()  # idempotent
     demo = Assignment.objects.filter(conversation__study__name="Demo study")
-    assert demo.count() == 12
-    assert sorted(set(demo.values_list("rater__name", flat=True))) == ["clinician1", "clinician2"]
+    assert demo.count() == 18
+    assert sorted(set(demo.values_list("rater__name", flat=True))) == [
+        "clinician1",
+        "clinician2",
+        "clinician3",
+    ]
     assert all(a.items.count() == 10 for a in demo)
 
 
@@ -68,7 +72,7 @@ def test_an_account_made_by_hand_in_another_case_is_taken_as_the_demos(db, djang
     django_user_model.objects.create_user(username="Clinician1")
     _seed()
     names = set(django_user_model.objects.values_list("username", flat=True))
-    assert names == {"admin", "Clinician1", "clinician2", "researcher"}
+    assert names == {"admin", "Clinician1", "clinician2", "clinician3", "researcher"}
 
 
 def test_training_can_be_tried_at_once_on_the_practice_conversation(db):
@@ -89,17 +93,18 @@ def test_training_can_be_tried_at_once_on_the_practice_conversation(db):
     assert Assignment.objects.filter(conversation=practice).count() == 1
 
 
-def test_the_distortion_study_is_labelled_by_both_clinicians(db):
+def test_the_distortion_study_is_labelled_by_every_clinician(db):
     _seed()
     study = Study.objects.get(name="Demo distortion study")
     assert study.kind == Study.Kind.DISTORTION_LABELLING
     assert study.conversations.count() == 6
     assert DistortionLabel.objects.filter(study=study).filter(name="No Distortion").exists()
     labelling = Assignment.objects.filter(conversation__study=study)
-    assert labelling.count() == 12
+    assert labelling.count() == 18
     assert sorted(set(labelling.values_list("rater__name", flat=True))) == [
         "clinician1",
         "clinician2",
+        "clinician3",
     ]
     # clinician1 can open one: the labelling page, not the rating page.
     client = Client()

@@ -32,7 +32,7 @@ CONTRACT_COLUMNS = (
     "bias",
     "mse",
 )
-TABLE_COLUMNS = (*CONTRACT_COLUMNS, "n_pairs", "verdict")
+TABLE_COLUMNS = (*CONTRACT_COLUMNS, "n_pairs", "estimable", "verdict")
 
 
 def _clinician_code(study: Study, value: str | None) -> str | None:
@@ -118,5 +118,7 @@ class Command(BaseCommand):
         else:
             shown = table[list(TABLE_COLUMNS)].round(3)
             self.stdout.write(shown.to_string(index=False))
+            for row in table[~table["estimable"]].itertuples(index=False):
+                self.stdout.write(f"{row.judge} × {row.attribute}: {row.reason}")
             for note in notes:
                 self.stdout.write(f"note: {note}")

@@ -67,7 +67,7 @@ class Command(BaseCommand):
         "Load the demo studies and accounts: the demo study (6 conversations × 10 responses "
         "written for this repository, plus a practice conversation with reference scores for "
         "rater training), a demo distortion-labelling study (6 user messages), and the accounts "
-        "admin, clinician1, clinician2, researcher. Passwords: $DEMO_PASSWORD (default "
+        "admin, clinician1, clinician2, clinician3, researcher. Passwords: $DEMO_PASSWORD (default "
         "'mentalbench-demo'). Safe to run again: a second run changes nothing."
     )
 
@@ -91,6 +91,7 @@ class Command(BaseCommand):
             ("admin", {"is_staff": True, "is_superuser": True}),
             ("clinician1", {}),
             ("clinician2", {}),
+            ("clinician3", {}),
             ("researcher", {}),
         ]
         clinicians = []
@@ -111,9 +112,11 @@ class Command(BaseCommand):
                     rater.user = user
                     rater.save(update_fields=["user"])
                 clinicians.append(rater)
-        # Both demo clinicians rate every demo conversation and label every demo message (full
-        # overlap, for agreement); the practice conversation waits for an admin to give it
-        # (Training and repeats). assignments_create only adds what is missing: idempotent.
+        # The three demo clinicians rate every demo conversation and label every demo message
+        # (full overlap: agreement, and the alternative annotator test, which leaves one
+        # clinician out at a time and needs others to compare with); the practice conversation
+        # waits for an admin to give it (Training and repeats). assignments_create only adds
+        # what is missing: idempotent.
         assigned = [
             a
             for each in (study, labelling)
