@@ -1,26 +1,25 @@
 """Validate the judge-assisted intervals on MentalAlign-70k with the shipped estimator.
 
     .venv/bin/python -m benchmarks.judge_assisted_validation [--replicates 300] [--seed 0]
-        [--db NAME] [--skip-import] [--experiments]
+        [--db NAME] [--skip-import] [--write-docs] [--experiments]
 
 Imports the released workbooks ($MENTALBENCH_SHARED/data/mentalalign70k, every
 ``<judge>_llm_judge.xlsx`` found there) into a fresh database (mentalbench_bench_ppi or --db,
 dropped and recreated), loads Y/f through the selector of `manage.py judge_assisted`
 (``judge_assisted_arrays``) and, per replicate, replaces only the clinicians' sample before
 calling the command's own table (``analysis.judge_assisted.estimator.means_table``): no second
-implementation of the estimator. Clinicians rated every conversation, so the full-data clinician
-mean of each responder × attribute (over the responses that have clinician and judge scores:
-the command's own default-mode estimate) is the truth each interval is checked against.
+implementation of the estimator. Clinicians rated every conversation, so the mean of every
+clinician score of a responder × attribute (the command's own default-mode estimate) is the
+truth each interval is checked against.
 
-Two designs, each judge alone and all judges together:
-- 10 % of *conversations* labelled uniformly at random (every response of a drawn conversation);
-- 10 % of *ratings* (responses) labelled uniformly at random, independently of conversations.
-
-Reports coverage of the 95 % judge-assisted and clinician-only intervals (Student t, the
-product's; and the normal interval for comparison) per responder, per attribute and the worst
-cell. ``--experiments`` adds the earlier research runs (budgets 5–50 %, the cross-fitted
-predictor, active selection, the ICC lever) and rewrites docs/judge-assisted-validation.png.
-See docs/judge-assisted.md.
+Designs, each judge alone and all judges together: 5, 10 and 20 % of *conversations* labelled
+uniformly at random (every response of a drawn conversation), and 10 % of *ratings* (responses,
+independently of conversations). Reports the coverage of the 95 % judge-assisted and
+clinician-only intervals — bounded (the product's) and plain Student t — per cell, the worst
+cell and how many fall below 0.93; ``--write-docs`` puts the tables into docs/judge-assisted.md
+between its coverage markers. ``--experiments`` adds the earlier research runs (budgets 5–50 %,
+the cross-fitted predictor, active selection, the ICC lever) and rewrites
+docs/judge-assisted-validation.png. See docs/judge-assisted.md.
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ from benchmarks.harness import ROOT
 
 STUDY = "MentalAlign-70k"
 BUDGETS = (0.05, 0.10, 0.20, 0.50)
-SHARE = 0.10
-DESIGNS = ("conversations", "ratings")
+#: The clinician samples the per-cell coverage table is made at.
+SHARES = (0.05, 0.10, 0.20)
 #: Seconds spent in the PPI++ and in the cross-fitted replicates (the speed target is PPI++).
 SPENT = {"ppi": 0.0, "crossfit": 0.0}
 FIGURE = ROOT / "docs" / "judge-assisted-validation.png"
@@ -69,9 +68,12 @@ def import_study(db: str, data: Path) -> None:
     )  # fmt: skip
 
 
-def shipped_coverage(arrays, attributes, judges, design: str, reps: int, seed: int) -> dict:
-    """Coverage of the command's intervals (t, and z for comparison) over ``reps`` samples of
-    the given design, per cell; the estimator is ``judge_assisted.means_table`` itself."""
+def shipped_coverage(arrays, attributes, judges, design: str, share: float, reps: int,
+                     seed: int) -> dict:  # fmt: skip
+    """Coverage of the command's intervals (bounded, the product's; and plain t for comparison)
+    over ``reps`` samples of the given design and share, per cell; the estimator is
+    ``judge_assisted.means_table`` itself. The truth of a cell is the mean of every clinician
+    score of it: the command's default-mode estimate on the full data."""
     import dataclasses
 
     import pandas as pd
@@ -84,19 +86,20 @@ def shipped_coverage(arrays, attributes, judges, design: str, reps: int, seed: i
     conv_code, conv_uni = pd.factorize(conversations)
     n_conv, n_r = len(conv_uni), arrays.y.shape[1]
     rng = np.random.default_rng(seed)
-    hits: dict[str, list[pd.Series]] = {k: [] for k in ("t", "t_clin", "z", "z_clin", "warned")}
-    widths = []
+    hits: dict[str, list[pd.Series]] = {k: [] for k in ("bounded", "bounded_clin", "t", "t_clin")}
+    ratios: dict[str, list[pd.Series]] = {"bounded": [], "t": [], "saved": []}
     for _ in range(reps):
         if design == "conversations":
             chosen = np.zeros(n_conv, dtype=bool)
-            chosen[rng.choice(n_conv, size=round(SHARE * n_conv), replace=False)] = True
+            chosen[rng.choice(n_conv, size=round(share * n_conv), replace=False)] = True
             mask = chosen[conv_code]
         else:  # one response (conversation × responder) rated with all its attributes
             chosen = np.zeros(n_conv * n_r, dtype=bool)
-            chosen[rng.choice(n_conv * n_r, size=round(SHARE * n_conv * n_r), replace=False)] = True
+            chosen[rng.choice(n_conv * n_r, size=round(share * n_conv * n_r), replace=False)] = True
             mask = chosen.reshape(n_conv, n_r)[conv_code]
         sample = dataclasses.replace(arrays, labelled=mask)
-        for interval in ("t", "z"):
+        widths = {}
+        for interval in ("bounded", "t"):
             table = judge_assisted.means_table(
                 sample, judges=judges, attributes=attributes, interval=interval
             ).set_index(["responder", "attribute"])
@@ -106,45 +109,64 @@ def shipped_coverage(arrays, attributes, judges, design: str, reps: int, seed: i
             hits[f"{interval}_clin"].append(
                 (table.clinician_only_ci_low <= t) & (t <= table.clinician_only_ci_high)
             )
-            if interval == "t":
-                widths.append(table.width_ratio)
-                hits["warned"].append(table.warning.fillna("") != "")
+            widths[interval] = table.ci_high - table.ci_low
+            if interval == "bounded":
+                ratios["saved"].append(table.ratings_saved)
+        ratios["bounded"].append(widths["bounded"] / widths["t"])
     cover = {k: pd.concat(v, axis=1).mean(axis=1) for k, v in hits.items()}
-    return {"cover": pd.DataFrame(cover), "width_ratio": pd.concat(widths, axis=1).median(axis=1)}
+    return {
+        "cover": pd.DataFrame(cover),
+        "widening": pd.concat(ratios["bounded"], axis=1).median(axis=1),
+        "saved": pd.concat(ratios["saved"], axis=1).median(axis=1),
+    }
 
 
-def coverage_tables(results: dict, reps: int) -> str:
-    """Markdown: per judge choice and design, coverage by responder, by attribute, worst cells."""
-    lines = []
-    for (judges, design), res in results.items():
-        cover = res["cover"]
-        lines.append(f"\n#### {judges}, 10 % of {design} labelled ({reps} replicates)\n")
-        lines.append("| responder | judge-assisted (t) | clinician-only (t) "
-                     "| judge-assisted (z) | clinician-only (z) | median width ratio "
-                     "| non-response warning |")  # fmt: skip
-        lines.append("|---|---|---|---|---|---|---|")
-        by_resp = cover.groupby(level="responder").mean()
-        ratio = res["width_ratio"].groupby(level="responder").median()
-        for responder, row in by_resp.iterrows():
-            lines.append(
-                f"| {responder} | {row.t:.3f} | {row.t_clin:.3f} | {row.z:.3f} | {row.z_clin:.3f} "
-                f"| {ratio[responder]:.3f} | {row.warned:.0%} |"
-            )
-        by_attr = cover.groupby(level="attribute", sort=False).mean()
-        lines.append("\n| attribute | judge-assisted (t) | clinician-only (t) | judge-assisted (z) "
-                     "| clinician-only (z) |")  # fmt: skip
-        lines.append("|---|---|---|---|---|")
-        for attribute, row in by_attr.iterrows():
-            lines.append(
-                f"| {attribute} | {row.t:.3f} | {row.t_clin:.3f} | {row.z:.3f} | {row.z_clin:.3f} |"
-            )
-        worst = cover.sort_values("t").head(3)
-        shown = ", ".join(
-            f"{r} × {a} {v:.3f} (z {z:.3f})"
-            for (r, a), v, z in zip(worst.index, worst.t, worst.z, strict=True)
-        )
-        lines.append(f"\nWorst cells (judge-assisted, t): {shown}.")
+def cell_table(results: dict, judges: str, shares: tuple[float, ...]) -> str:
+    """Markdown: one row per cell, the coverage of the judge-assisted and clinician-only bounded
+    intervals at each share (conversations design), for one judge choice."""
+    head = " | ".join(
+        f"{round(s * 100)} % judge-assisted | {round(s * 100)} % clinician-only" for s in shares
+    )
+    lines = [f"| responder | attribute | {head} |", "|---|---|" + "---|" * (2 * len(shares))]
+    first = results[(judges, "conversations", shares[0])]["cover"]
+    for responder, attribute in first.index:
+        cells = []
+        for share in shares:
+            row = results[(judges, "conversations", share)]["cover"].loc[(responder, attribute)]
+            cells += [f"{row.bounded:.3f}", f"{row.bounded_clin:.3f}"]
+        lines.append(f"| {responder} | {attribute} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def summary_table(results: dict) -> str:
+    """Markdown: per judge choice, design and share, the worst cell of each interval, the median
+    widening of the bounded interval over plain t and the median ratings saved."""
+    lines = [
+        "| judges | labelled | worst cell, bounded (judge-assisted / clinician-only) "
+        "| cells below 0.93, bounded | worst cell, plain t (judge-assisted / clinician-only) "
+        "| median width, bounded ÷ t | median ratings saved |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (judges, design, share), res in results.items():
+        c = res["cover"]
+        below = int(((c.bounded < 0.93) | (c.bounded_clin < 0.93)).sum())
+        lines.append(
+            f"| {judges} | {round(share * 100)} % of {design} "
+            f"| {c.bounded.min():.3f} / {c.bounded_clin.min():.3f} | {below} of {len(c)} "
+            f"| {c.t.min():.3f} / {c.t_clin.min():.3f} | {res['widening'].median():.3f} "
+            f"| {res['saved'].median():.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def write_docs(text: str) -> None:
+    """Replace the generated section of docs/judge-assisted.md (between its markers)."""
+    path = ROOT / "docs" / "judge-assisted.md"
+    doc = path.read_text()
+    start, end = "<!-- coverage:start -->", "<!-- coverage:end -->"
+    before, rest = doc.split(start)
+    _, after = rest.split(end)
+    path.write_text(f"{before}{start}\n{text}\n{end}{after}")
 
 
 def run_validation(arrays, attributes, reps: int, seed: int, features=None) -> list[dict]:
@@ -303,6 +325,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-import", action="store_true", help="reuse the database")
     parser.add_argument(
+        "--write-docs", action="store_true", help="rewrite the tables in docs/judge-assisted.md"
+    )
+    parser.add_argument(
         "--experiments",
         action="store_true",
         help="also the research runs: budgets 5-50 %%, cross-fitting, active selection, ICC lever",
@@ -325,22 +350,27 @@ def main() -> None:
     for judges in choices:
         # The command's default arrays: the labelled mask is what each replicate replaces.
         arrays = judge_assisted_arrays(study=study, judges=judges, labelled=None)
-        for design in DESIGNS:
-            results[(" + ".join(judges), design)] = shipped_coverage(
-                arrays, attributes, list(judges), design, args.replicates, args.seed
+        runs = [("conversations", share) for share in SHARES] + [("ratings", 0.10)]
+        for design, share in runs:
+            results[(" + ".join(judges), design, share)] = shipped_coverage(
+                arrays, attributes, list(judges), design, share, args.replicates, args.seed
             )
-    print(f"{args.replicates} replicates × {len(DESIGNS)} designs × {len(choices)} judge "
-          f"choices with the shipped estimator: {time.perf_counter() - t0:.1f} s")  # fmt: skip
-    print(coverage_tables(results, args.replicates))
-    summary = [
-        (name, design, res["cover"].groupby(level="responder").mean()["t"].min(),
-         res["cover"]["t"].min())
-        for (name, design), res in results.items()
-    ]  # fmt: skip
-    print("\n| judges | design | lowest responder coverage (t) | worst cell (t) |")
-    print("|---|---|---|---|")
-    for name, design, low_resp, low_cell in summary:
-        print(f"| {name} | 10 % of {design} | {low_resp:.3f} | {low_cell:.3f} |")
+    seconds = time.perf_counter() - t0
+    both = " + ".join(choices[-1])
+    text = "\n".join([
+        f"Generated by `python -m benchmarks.judge_assisted_validation --replicates "
+        f"{args.replicates} --write-docs` ({args.replicates} replicates per row, seed "
+        f"{args.seed}, {seconds:.0f} s).",
+        "",
+        summary_table(results),
+        "",
+        f"Per cell, {both}, a share of the conversations labelled uniformly at random:",
+        "",
+        cell_table(results, both, SHARES),
+    ])  # fmt: skip
+    print(text)
+    if args.write_docs:
+        write_docs(text)
     if args.experiments:
         experiments(study, attributes, choices, args)
 
