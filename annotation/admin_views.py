@@ -145,7 +145,8 @@ def sample_draw(request: AuthenticatedHttpRequest) -> HttpResponse:
                 user=request.user,
             )
         except ValueError as exc:
-            form.add_error("size", str(exc))
+            # A refused stratification is the method's fault, not the size's.
+            form.add_error("method" if "stratif" in str(exc) else "size", str(exc))
         else:
             messages.success(request, f"Drew {sample.describe()}.")
             return redirect(f"{reverse('annotation:manage')}?study={data['study'].pk}")

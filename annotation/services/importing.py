@@ -4,6 +4,7 @@ Each import parses the whole file before writing and writes in one transaction; 
 same file again stores nothing twice.
 """
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 
@@ -463,6 +464,8 @@ def mentalalign_import(
                         parsed.error, file=workbook.file, row=cell.row, column=cell.column
                     )
                 counts["invalid"] += 1
+                if all_zero_cell(raw, names):
+                    counts["all_zero"] += 1
                 problems.append(_problem(workbook, cell, parsed.error))
             else:
                 counts["stored"] += 1
@@ -505,6 +508,7 @@ def mentalalign_import(
             "cells": len(workbook.cells),
             "stored": counts["stored"],
             "invalid": counts["invalid"],
+            "all_zero": counts["all_zero"],
             "empty": counts["empty"],
             "not_rated": counts["not_rated"],
             "flagged": counts["flagged"],
@@ -525,6 +529,18 @@ def mentalalign_import(
         summaries.append({**summary, "problems": problems, "log_id": log.pk})
     analyze_after_commit(written)
     return summaries
+
+
+def all_zero_cell(raw: str, attributes: list[str]) -> bool:
+    """A cell whose every attribute is 0: in the MentalAlign-70k release, the clinicians' mark
+    for a response with nothing to rate (the scale is 1–5; the judges score those responses 1
+    nearly always). Stored as an invalid rating like any score off the scale, and counted."""
+    text = raw.strip().removeprefix("```json").removesuffix("```").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and all(data.get(name) == 0 for name in attributes)
 
 
 def _problem(workbook: Workbook, cell, reason: str) -> dict:

@@ -74,6 +74,19 @@ def clinician_sample_draw(
         strata: dict[str, list[int]] = defaultdict(list)
         for pk, conditions in rows:
             strata[_stratum(conditions)].append(pk)
+        if len(strata) < 2:
+            # One stratum is a uniform draw under another name: the stored design would claim
+            # a stratification that never happened.
+            only = next(iter(strata))
+            raise ValueError(
+                "stratified sampling needs at least two primary conditions to stratify on, but "
+                + (
+                    "none of the study's conversations has a condition"
+                    if only == NO_CONDITION
+                    else f"every conversation's primary condition is {only!r}"
+                )
+                + ": draw a uniform sample instead"
+            )
         shares = _allocate({name: len(pks) for name, pks in strata.items()}, size)
         chosen = [pk for name in sorted(strata) for pk in rng.sample(strata[name], shares[name])]
     sample = ClinicianSample.objects.create(

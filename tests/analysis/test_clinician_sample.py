@@ -50,6 +50,20 @@ def test_stratified_draw_takes_each_primary_condition_in_proportion(small_study)
     assert primary == {"anxiety": 3, "depression": 2, "(no condition)": 1}
 
 
+def test_stratified_sampling_without_strata_is_refused(small_study):
+    """Conversations without conditions (or all of one) have nothing to stratify on: the stored
+    design would claim a stratification that was a uniform draw."""
+    study = small_study.study
+    Conversation.objects.filter(study=study).update(conditions=[])
+    with pytest.raises(ValueError, match="none of the study's conversations has a condition"):
+        clinician_sample_draw(study=study, size=3, method="stratified")
+    Conversation.objects.filter(study=study).update(conditions=["anxiety"])
+    with pytest.raises(ValueError, match="every conversation's primary condition is 'anxiety'"):
+        clinician_sample_draw(study=study, size=3, method="stratified")
+    assert not ClinicianSample.objects.exists()
+    assert clinician_sample_draw(study=study, size=3, method="uniform")
+
+
 @pytest.mark.parametrize(
     ("size", "method", "message"),
     [(0, "uniform", "between 1 and the study's 9"), (10, "uniform", "between 1 and the study's 9"),

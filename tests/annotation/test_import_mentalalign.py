@@ -19,9 +19,9 @@ def test_every_cell_of_the_three_workbooks_is_accounted_for(mentalalign_study):
         )
     }
     expected = {  # counted independently from the files (see docs/data-quality.md)
-        "MentalAlign-70k clinicians": {"stored": 9900, "invalid": 43, "empty": 57},
-        "claude-3.7-sonnet": {"stored": 9999, "invalid": 1, "empty": 0},
-        "gpt-4o": {"stored": 10000, "invalid": 0, "empty": 0},
+        "MentalAlign-70k clinicians": {"stored": 9900, "invalid": 43, "all_zero": 33, "empty": 57},
+        "claude-3.7-sonnet": {"stored": 9999, "invalid": 1, "all_zero": 0, "empty": 0},
+        "gpt-4o": {"stored": 10000, "invalid": 0, "all_zero": 0, "empty": 0},
     }
     for rater_name, numbers in expected.items():
         summary = logs[rater_name].summary

@@ -119,8 +119,13 @@ class Command(BaseCommand):
         for s in summaries:
             self.stdout.write(
                 f"{s['file']} ({s['rater']}): {s['cells']} cells = {s['stored']} stored + "
-                f"{s['invalid']} unparseable (kept as invalid, raw text stored) + {s['empty']} "
-                "empty + "
+                f"{s['invalid']} unparseable (kept as invalid, raw text stored"
+                + (
+                    f"; {s['all_zero']} of them all-zero 'not rated' cells"
+                    if s.get("all_zero")
+                    else ""
+                )
+                + f") + {s['empty']} empty + "
                 + (f"{s['not_rated']} marked not rated + " if s["not_rated"] else "")
                 + (f"{s['flagged']} marked flagged + " if s["flagged"] else "")
                 + f"{s['already_present']} already imported"
