@@ -728,9 +728,9 @@ def judge_worth_table(cells: PairedCells) -> pd.DataFrame:
     could replace. Within one responder, PPI++ narrows the clinician mean's interval to
     √(1 − ρ²·N/(N + n)) of its width (ρ the item-level correlation of judge and clinician
     scores, N unlabelled and n labelled responses), so at equal width it saves at most ρ² of
-    the clinician ratings (N ≫ n). ``saving`` is the median of ρ² over the responders with at
-    least three paired conversations and some spread on both sides; NaN with a ``reason``
-    where none has."""
+    the clinician ratings (N ≫ n); a negative ρ saves nothing (λ is clipped at 0). ``saving``
+    is the median of max(ρ, 0)² over the responders with at least three paired conversations
+    and some spread on both sides; NaN with a ``reason`` where none has."""
     n_j, n_a, n_r = len(cells.judges), len(cells.attributes), max(len(cells.responders), 1)
     key = (cells.judge * n_a + cells.attribute) * n_r + cells.responder
     size = n_j * n_a * n_r
@@ -813,19 +813,20 @@ def answer_table(reliability: pd.DataFrame, alt: pd.DataFrame, worth: pd.DataFra
         if rel.estimable:
             reliability_text = f"{rel.status} · {rel.verdict}"
             reliability_reason = (
-                f"ICC(C,1) {rel.icc_c1:.2f}, 95 % interval {rel.ci_low:.2f}–{rel.ci_high:.2f} "
+                f"ICC(C,1) {rel.icc_c1:.2f}, 95 % interval {rel.ci_low:.2f} to {rel.ci_high:.2f} "
                 f"(width {rel.ci_width:.2f}) on {_plural(int(rel.n_models), 'responder')}"
             )
         else:
             reliability_text = "not estimable"
             reliability_reason = str(rel.reason or "").removeprefix("not estimable: ")
         if np.isfinite(rel.bias):
-            bias_text = f"{rel.bias:+.2f}"
+            shown = round(float(rel.bias), 2)
+            bias_text = f"{shown:+.2f}" if shown else "0.00"
             way = "higher" if rel.bias > 0 else "lower"
             bias_reason = (
-                f"scores {abs(rel.bias):.2f} {way} than the clinicians on the responders' means"
-                if rel.bias
-                else "scores the responders' means as the clinicians do"
+                f"scores {abs(shown):.2f} {way} than the clinicians on the responders' means"
+                if shown
+                else "scores the responders' means as the clinicians do (within 0.005)"
             )
         else:
             bias_text, bias_reason = "not estimable", str(rel.reason or "no paired scores")
@@ -852,4 +853,10 @@ def answer_table(reliability: pd.DataFrame, alt: pd.DataFrame, worth: pd.DataFra
                 "assist_reason": assist_reason,
             }
         )
-    return pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
+    out = pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
+    # Attribute by attribute (in the rubric's order, as the reliability table lists them), the
+    # judges side by side within each.
+    order = {a: i for i, a in enumerate(dict.fromkeys(reliability["attribute"]))}
+    judges = {j: i for i, j in enumerate(dict.fromkeys(reliability["judge"]))}
+    key = out["attribute"].map(order) * max(len(judges), 1) + out["judge"].map(judges)
+    return out.iloc[np.argsort(key.to_numpy(), kind="stable")].reset_index(drop=True)

@@ -295,6 +295,9 @@ def test_the_dashboard_and_the_api_carry_the_alt_test(overlap, researcher):
     far = [r for r in answer if r["judge"] == "far-judge"]
     assert {r["replace"] for r in far} == {"no"}
     assert all("winning rate 0.00" in r["replace_reason"] for r in far)
+    # A judge that runs against the clinicians saves nothing (PPI++ clips λ at 0).
+    assert {r["assist"] for r in far} == {"not worth it"}
+    assert [r["attribute"] for r in answer[:2]] == ["Guidance", "Guidance"]  # attribute-major
 
     client = Client()
     client.force_login(researcher)
