@@ -743,8 +743,12 @@ def judge_worth_table(cells: PairedCells) -> pd.DataFrame:
         mh, mj = sums(cells.human) / n, sums(cells.score) / n
         dh, dj = cells.human - mh[key], cells.score - mj[key]
         cov, vh, vj = sums(dh * dj), sums(dh * dh), sums(dj * dj)
+        # PPI++ clips λ to [0, 1]: a judge that runs against the clinicians helps nothing, so
+        # only a positive correlation counts.
         r2 = np.where(
-            (n >= _MIN_CORRELATION_PAIRS) & (vh > 0) & (vj > 0), cov**2 / (vh * vj), np.nan
+            (n >= _MIN_CORRELATION_PAIRS) & (vh > 0) & (vj > 0),
+            np.maximum(cov, 0.0) ** 2 / (vh * vj),
+            np.nan,
         )
     r2 = r2.reshape(n_j, n_a, n_r)
     rows = []
