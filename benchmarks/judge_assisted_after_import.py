@@ -1,10 +1,12 @@
 """`judge_assisted` as a researcher meets it right after `import_mentalalign`, against the same
 command after an explicit ANALYZE (the state a benchmark that runs VACUUM ANALYZE would show).
 
-    .venv/bin/python -m benchmarks.judge_assisted_after_import [--repeats 3] [--db NAME]
+    .venv/bin/python -m benchmarks.judge_assisted_after_import [--repeats 3] [--copies 2]
+        [--db NAME]
 
 Per repeat: a fresh database (mentalbench_bench_after_import or --db, dropped and recreated), the
-released workbooks imported with every judge file found, then `manage.py judge_assisted` over
+released workbooks imported with every judge file found, each under ``--copies`` names (2: the
+two released judges make four, "<name>" and "<name> #2"), then `manage.py judge_assisted` over
 all judges as a subprocess (start-up and checks included) twice, a plain ANALYZE, and the
 command twice more. Prints each time, the medians and the ratio first-after-import ÷
 first-after-ANALYZE. Tests never assert times; the figures are in docs/benchmarks.md.
@@ -34,11 +36,18 @@ def timed(db: str, args: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--copies", type=int, default=2, help="import each judge workbook under this many names"
+    )
     harness.add_database_argument(parser, "mentalbench_bench_after_import")
     args = parser.parse_args()
     db = args.db
     data = harness.mentalalign_data()
-    judges = judge_files(data)
+    judges = {
+        (name if copy == 0 else f"{name} #{copy + 1}"): path
+        for copy in range(args.copies)
+        for name, path in judge_files(data).items()
+    }
     command = ["judge_assisted", "--study", STUDY, "--format", "csv"]
     command += [arg for name in judges for arg in ("--judge", name)]
     rows = []

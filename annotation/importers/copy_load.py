@@ -85,7 +85,8 @@ ANALYZE_SHARE = 0.10
 def analyze_after_commit(written: Mapping[type[Model], int]) -> None:
     """After the caller's transaction commits, ANALYZE each table that it changed by more than
     PostgreSQL's autovacuum rule (ANALYZE_MIN_ROWS + ANALYZE_SHARE of the table's rows, counting
-    ``written`` rows and whatever else was changed since the last ANALYZE).
+    ``written`` rows and whatever else was changed since the last ANALYZE), and each table of
+    ``written`` that was never analyzed (callers list the small tables they touched, with 1).
 
     Why: right after a bulk load the planner has no statistics for the new rows (autovacuum is
     off on some servers and, where it is on, only catches up later): the report queries after
@@ -111,9 +112,14 @@ def _analyze_stale(written: Mapping[type[Model], int]) -> None:
                 [table],
             )
             reltuples, modified = cursor.fetchone()
-            # reltuples is -1 before a table's first ANALYZE; the statistics counter may lag our
-            # own rows by up to a second, so the larger of the two counts.
-            if max(rows, modified) > ANALYZE_MIN_ROWS + ANALYZE_SHARE * max(reltuples, 0):
+            # reltuples is -1 before a table's first ANALYZE: the planner then guesses its size
+            # from its pages (hundreds of rows for a table of five judges) and joins the small
+            # lookup tables (raters, responders, the study, its rubric) in the wrong order, so a
+            # never-analyzed table is analyzed whatever was written (a few ms for a small one).
+            # The statistics counter may lag our own rows by up to a second: the larger counts.
+            if reltuples < 0 or max(rows, modified) > (
+                ANALYZE_MIN_ROWS + ANALYZE_SHARE * reltuples
+            ):
                 cursor.execute(f"ANALYZE {connection.ops.quote_name(table)}")
 
 

@@ -274,8 +274,14 @@ def conversations_import(
                 )
     bulk_insert_values(Response, ("conversation_id", "responder_id", "text"), new_responses)
     Response.objects.bulk_update(filled, ["text"], batch_size=BATCH)
+    # The study and its responders as well: a table never analyzed misleads the planner.
     analyze_after_commit(
-        {Conversation: len(new_conversations), Response: len(new_responses) + len(filled)}
+        {
+            Conversation: len(new_conversations),
+            Response: len(new_responses) + len(filled),
+            Study: 1,
+            Responder: 1,
+        }
     )
     summary = {
         "rows": len(records),
@@ -527,6 +533,10 @@ def mentalalign_import(
             created_by=user,
         )
         summaries.append({**summary, "problems": problems, "log_id": log.pk})
+    # The small tables every report joins: a table never analyzed misleads the planner (the
+    # frame's read took 0.56 s after a four-judge import, 0.34 s after ANALYZE).
+    for small in (Rater, Responder, Study, Attribute):
+        written[small] += 1
     analyze_after_commit(written)
     return summaries
 

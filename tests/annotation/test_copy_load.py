@@ -147,3 +147,27 @@ def test_a_small_write_is_left_to_autovacuum(study, django_capture_on_commit_cal
         )
         analyze_after_commit({Response: ANALYZE_MIN_ROWS - 1})
     assert _reltuples(Response) == analyzed  # 2 of 600 rows: no new ANALYZE
+
+
+def test_an_import_analyzes_the_small_tables_it_touched_that_were_never_analyzed(
+    study, django_capture_on_commit_callbacks
+):
+    """A table never analyzed (reltuples -1) makes the planner guess its size from its pages:
+    right after a four-judge MentalAlign import the frame's read took 0.56 s against 0.34 s
+    after ANALYZE, joining raters and responders in the wrong order. The importers list the
+    small tables they touch, and a never-analyzed one is analyzed whatever was written."""
+    from annotation.models import Responder, Study
+
+    responders_ensure(keys={"original", "gpt4o"})
+    with connection.cursor() as cursor:  # as a fresh database has them (the test DB's superuser)
+        for model in (Study, Responder):
+            cursor.execute(
+                "UPDATE pg_class SET reltuples = -1 WHERE oid = %s::regclass",
+                [model._meta.db_table],
+            )
+    assert _reltuples(Study) < 0 and _reltuples(Responder) < 0
+    with django_capture_on_commit_callbacks(execute=True):
+        conversations_import(
+            study=study, records=[_record(0, "x0")], file_name="x.csv", sha256="x"
+        )
+    assert _reltuples(Study) >= 0 and _reltuples(Responder) >= 0
