@@ -207,9 +207,9 @@ def _index_of(column: pd.Series, values: Sequence[str]) -> np.ndarray:
     return plain
 
 
-#: The fewest responders a judge's ICC is estimated on. By simulation (benchmarks/icc_minimums.py,
+#: The fewest responders a judge's ICC is estimated on. By simulation (benchmarks/icc_coverage.py,
 #: docs/analysis.md): the 95 % percentile bootstrap interval of ICC(C,1) for two raters covers
-#: 0.65–0.71 of the time with 3 targets and 0.89–0.93 with 4 to 30, whatever the true ICC
+#: 0.66–0.68 of the time with 3 targets and 0.90–0.93 with 4 to 30, whatever the true ICC
 #: (0.3–0.9). Below 4 the interval claims what the data cannot hold.
 MIN_RESPONDERS = 4
 #: The fewest conversations behind the responder means: with one, each mean is a single score,

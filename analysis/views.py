@@ -116,7 +116,10 @@ TABLES: dict[str, TableSpec] = {
             "reason",
         ),
         "ICC on responder-level means, human reference = mean of the clinicians per cell; "
-        "each judge is not scored on its own family's responses.",
+        "each judge is not scored on its own family's responses. By simulation the 95 % "
+        "bootstrap interval over 4 to 30 responders covers about 0.91 of the time; below 4 "
+        "responders, from one conversation, or when clinicians or the judge give every "
+        "responder the same mean, the ICC is not estimable (the reason column says which).",
     ),  # fmt: skip
     "human_means": TableSpec("Human expert means per responder (paper Table 2)", ()),
     "ranking": TableSpec(

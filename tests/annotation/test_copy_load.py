@@ -167,7 +167,5 @@ def test_an_import_analyzes_the_small_tables_it_touched_that_were_never_analyzed
             )
     assert _reltuples(Study) < 0 and _reltuples(Responder) < 0
     with django_capture_on_commit_callbacks(execute=True):
-        conversations_import(
-            study=study, records=[_record(0, "x0")], file_name="x.csv", sha256="x"
-        )
+        conversations_import(study=study, records=[_record(0, "x0")], file_name="x.csv", sha256="x")
     assert _reltuples(Study) >= 0 and _reltuples(Responder) >= 0
