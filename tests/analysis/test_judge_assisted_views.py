@@ -200,3 +200,35 @@ def test_lever_table_shows_the_responder_scenario_with_its_range(small_study, re
         assert row[2] == "5"
         assert re.fullmatch(r"\d\.\d\d \(\d\.\d\d–\d\.\d\d\)", row[5]), row
         assert float(row[6]) >= 0  # the conversation share, as measured
+
+
+def test_a_study_with_nothing_to_estimate_says_so_and_ranks_nothing(researcher_client, db):
+    """One conversation rated by one clinician and a judge: no cell has the two rated responses
+    an estimate needs. The page says so instead of drawing empty charts, and the ranking gives
+    no place (it once numbered ten blank estimates 1–10 alphabetically)."""
+    from annotation.models import Rater, Rating, Response, Score
+    from tests.factories import clinician_make, study_make
+
+    study = study_make(
+        name="Nothing yet", conversations=1, responders=["gpt4o", "claude", "original"]
+    )
+    clinician = clinician_make(username="lone-clin")
+    judge = Rater.objects.create(kind=Rater.Kind.JUDGE, name="lone-judge")
+    attributes = list(study.rubric.attributes.order_by("position"))
+    for response in Response.objects.filter(conversation__study=study):
+        for rater, source in ((clinician, "form"), (judge, "judge")):
+            rating = Rating.objects.create(
+                rater=rater, response=response, status="complete", source=source
+            )
+            Score.objects.bulk_create(
+                Score(rating=rating, attribute=a, value=4) for a in attributes
+            )
+    html = researcher_client.get(_url(study)).content.decode()
+    assert 'id="ja-nothing"' in html and "Nothing to estimate yet" in html
+    assert 'id="spec-ppi_forest"' not in html
+    assert "not estimable: 1 clinician-rated response" in html
+    from analysis.judge_assisted.selectors import judge_assisted_report
+
+    report = judge_assisted_report(study=study, judges=["lone-judge"])
+    assert report.ranking["place"].isna().all()
+    assert report.ranking["reason"].str.startswith("not estimable").all()
