@@ -8,7 +8,7 @@ For a responder × attribute cell and conversation i:
 - Y_i is the mean of the clinicians' scores of the response (missing if no clinician scored it);
 - f_i is the mean of the chosen judges' scores. A judge that must not score this responder
   (self-preference exclusion, as in the reliability report) does not count; every other chosen
-  judge must have a valid score, or the conversation is left out of the cell (never guessed).
+  judge must have a valid score, or f_i is missing (never guessed).
 
 The *labelled* conversations are the clinicians' sample (the study's **design**): by default
 every conversation with at least one clinician score, or an explicit ``labelled`` set of
