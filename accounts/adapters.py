@@ -10,11 +10,23 @@ from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from django.conf import settings
 from django.http import HttpRequest
 
+from .selectors import user_has_totp
+
 
 class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request: HttpRequest) -> bool:
         # Password sign-up is closed; an SSO sign-up goes through SsoAdapter below.
         return False
+
+    def get_reauthentication_methods(self, user) -> list[dict]:
+        """An account with an authenticator re-authenticates with it, never with its password
+        alone: the password is what a thief of a session most likely also has. allauth offers
+        both; the first method is where "re-enter" sends the browser, and the password page
+        sends such an account on to the code page instead of taking the password."""
+        methods = super().get_reauthentication_methods(user)
+        if user.is_authenticated and user_has_totp(user):
+            return [m for m in methods if m["id"] != "reauthenticate"]
+        return methods
 
 
 class SsoAdapter(DefaultSocialAccountAdapter):
