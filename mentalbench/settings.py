@@ -592,6 +592,9 @@ MFA_TOTP_ISSUER = os.environ.get("MFA_TOTP_ISSUER", "MentalBench")
 # A code from the 30-second period before or after the server's also counts (phones' clocks
 # drift); each code still works once only.
 MFA_TOTP_TOLERANCE = 1
+# Recovery codes are shown once, right after they are made; to see codes again, generate new
+# ones (which voids the old).
+MFA_RECOVERY_CODES_SHOW_ONCE = True
 
 # Idle sessions end after SESSION_IDLE_HOURS without a request (shared ward computers); work
 # saved by autosave stays saved, and unsent edits wait in the browser until the next sign-in.

@@ -156,3 +156,28 @@ def test_re_authentication_of_an_enrolled_account_takes_the_factor_not_the_passw
     code = totp_code(secret, at=time.time() + STEP)
     assert session.post("/accounts/2fa/reauthenticate/", {"code": code}).status_code == 302
     assert session.get("/accounts/2fa/recovery-codes/generate/").status_code == 200
+
+
+def test_recovery_codes_are_shown_once(web, staff):
+    """Shown right after they are made; a later visit, even re-authenticated, shows none of
+    them; new codes come from generating new ones, shown once again."""
+    owner = web()
+    owner.sign_in("boss", PASSWORD)
+    secret, codes = enrol_through_the_pages(owner)
+    assert len(codes) == 10
+    assert recovery_codes_shown(owner) == []
+    owner.post("/accounts/logout/")
+    session = web()
+    session.sign_in("boss", PASSWORD, code=totp_code(secret))
+    session.post(
+        "/accounts/2fa/reauthenticate/", {"code": totp_code(secret, at=time.time() + STEP)}
+    )
+    page = session.get("/accounts/2fa/recovery-codes/")
+    assert page.status_code == 200
+    assert not any(code in page.text for code in codes)
+    assert session.get("/accounts/2fa/recovery-codes/download/").status_code in (403, 404)
+    regenerated = session.post("/accounts/2fa/recovery-codes/generate/")
+    assert path_of(regenerated) == "/accounts/2fa/recovery-codes/"
+    fresh = recovery_codes_shown(session)
+    assert len(fresh) == 10 and not set(fresh) & set(codes)
+    assert recovery_codes_shown(session) == []
