@@ -1,5 +1,5 @@
 """Writes of the accounts app: researchers' own API tokens (knox: only a SHA-512 digest of a
-token is stored) and the sign-in log."""
+token is stored), the sign-in log and the TOTP codes already used."""
 
 from datetime import timedelta
 
@@ -12,7 +12,7 @@ from knox.models import AuthToken
 
 from annotation.roles import can_read_analysis
 
-from .models import SignInEvent, TokenName
+from .models import SignInEvent, TokenName, TotpCodeUse
 from .selectors import api_tokens_live, two_factor_used
 
 
@@ -73,3 +73,20 @@ def signin_event_record(*, request, user, username: str, ok: bool) -> SignInEven
         two_factor=bool(records and two_factor_used(request, user)),
         method="sso" if "socialaccount" in methods else "password",
     )
+
+
+@transaction.atomic
+def totp_step_claim(*, user, step: int) -> bool:
+    """Record that `user` gave the TOTP code of time step `step`; False, changing nothing, when
+    a code of this step or a later one was given before (the code was used, or is older than
+    one used). The account's row is locked, so of two requests with one code only one wins."""
+    use, created = TotpCodeUse.objects.select_for_update().get_or_create(
+        user=user, defaults={"step": step}
+    )
+    if created:
+        return True
+    if step <= use.step:
+        return False
+    use.step = step
+    use.save(update_fields=["step"])
+    return True

@@ -590,8 +590,13 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "mentalbench@localhost
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = os.environ.get("MFA_TOTP_ISSUER", "MentalBench")
 # A code from the 30-second period before or after the server's also counts (phones' clocks
-# drift); each code still works once only.
+# drift); each code still works once only, enrolment's included (accounts/mfa.py).
 MFA_TOTP_TOLERANCE = 1
+MFA_FORMS = {
+    "authenticate": "accounts.mfa.AuthenticateForm",
+    "reauthenticate": "accounts.mfa.ReauthenticateForm",
+    "activate_totp": "accounts.mfa.ActivateTOTPForm",
+}
 # Recovery codes are shown once, right after they are made; to see codes again, generate new
 # ones (which voids the old).
 MFA_RECOVERY_CODES_SHOW_ONCE = True

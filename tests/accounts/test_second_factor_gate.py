@@ -181,3 +181,40 @@ def test_recovery_codes_are_shown_once(web, staff):
     fresh = recovery_codes_shown(session)
     assert len(fresh) == 10 and not set(fresh) & set(codes)
     assert recovery_codes_shown(session) == []
+
+
+def test_the_code_typed_at_enrolment_does_not_sign_in_again(web, staff):
+    """A TOTP code works once within its window: the one given to enrol (seen by whoever
+    watched it typed) is refused at the next sign-in; the next period's code works."""
+    owner = web()
+    owner.sign_in("boss", PASSWORD)
+    page = owner.get("/accounts/2fa/totp/activate/")
+    if path_of(page).startswith("/accounts/reauthenticate/"):
+        owner.post(path_of(page), {"password": PASSWORD})
+        page = owner.get("/accounts/2fa/totp/activate/")
+    secret = re.search(r'id="authenticator_secret"\s+value="([A-Z2-7]+)"', page.text).group(1)
+    now = time.time()
+    code = totp_code(secret, at=now)
+    assert owner.post("/accounts/2fa/totp/activate/", {"code": code}).status_code == 302
+    owner.post("/accounts/logout/")
+
+    replay = web()
+    replay.sign_in("boss", PASSWORD, code=code)
+    assert not replay.signed_in()
+    fresh = web()
+    assert fresh.sign_in("boss", PASSWORD, code=totp_code(secret, at=now + STEP)) == "/"
+    assert fresh.signed_in()
+
+
+def test_a_sign_in_code_works_once(web, staff):
+    totp_enrol(staff)
+    code = totp_code(at=time.time() + STEP)
+    first = web()
+    assert first.sign_in("boss", PASSWORD, code=code) == "/"
+    second = web()
+    second.sign_in("boss", PASSWORD, code=code)
+    assert not second.signed_in()
+    # Nor is an earlier period's code taken once a later one was used.
+    third = web()
+    third.sign_in("boss", PASSWORD, code=totp_code(at=time.time()))
+    assert not third.signed_in()
