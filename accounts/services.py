@@ -13,7 +13,7 @@ from knox.models import AuthToken
 from annotation.roles import can_read_analysis
 
 from .models import SignInEvent, TokenName, TotpCodeUse
-from .selectors import api_tokens_live, two_factor_used
+from .selectors import api_tokens_live, two_factor_required, two_factor_used, user_has_totp
 
 
 class TokenError(ValueError):
@@ -30,6 +30,9 @@ def api_token_create(*, user, days: int, name: str = "") -> tuple[AuthToken, str
         raise TokenError("a token's name is at most 64 characters")
     if not can_read_analysis(user):
         raise PermissionDenied("API tokens are for researchers and admins")
+    if two_factor_required(user) and not user_has_totp(user):
+        # Such a token would not work (accounts.authentication): refuse to make it.
+        raise TokenError("enrol a second factor (an authenticator app) before making a token")
     if not 1 <= days <= settings.API_TOKEN_MAX_DAYS:
         raise TokenError(f"a token lasts 1 to {settings.API_TOKEN_MAX_DAYS} days, not {days}")
     # The user row is locked so two tabs cannot both pass the limit check.

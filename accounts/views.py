@@ -12,7 +12,12 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.roles import ADMIN, RESEARCHER, AuthenticatedHttpRequest, role_required
 
 from .forms import TokenCreateForm
-from .selectors import SIGNIN_LOG_SHOWN, api_tokens_live, signin_events_recent
+from .selectors import (
+    SIGNIN_LOG_SHOWN,
+    api_tokens_live,
+    signin_events_recent,
+    two_factor_required,
+)
 from .services import TokenError, api_token_create, api_token_revoke
 
 
@@ -42,6 +47,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "created": created,
+        "second_factor_required": two_factor_required(request.user),
         "tokens": [
             # Only the first characters, enough to tell tokens apart, never the whole token.
             {

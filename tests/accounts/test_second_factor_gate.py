@@ -9,6 +9,7 @@ import re
 import time
 
 import pytest
+import requests
 from allauth.mfa.models import Authenticator
 from django.contrib.auth import get_user_model
 
@@ -218,3 +219,50 @@ def test_a_sign_in_code_works_once(web, staff):
     third = web()
     third.sign_in("boss", PASSWORD, code=totp_code(at=time.time()))
     assert not third.signed_in()
+
+
+# --- API tokens: the same rule as sessions --------------------------------------------------
+
+
+def api_get(live_server, path: str, token: str):
+    return requests.get(
+        live_server.url + path, headers={"Authorization": f"Token {token}"}, timeout=30
+    )
+
+
+def test_a_token_made_before_the_rule_reads_nothing_until_the_account_enrols(live_server, staff):
+    """Staff must use a second factor; a token made for a staff account that has none (before
+    the rule, or in Django's admin) read clinicians' real names through ?identified=1."""
+    from knox.models import AuthToken
+
+    from tests.factories import study_make
+
+    study = study_make()
+    _, token = AuthToken.objects.create(user=staff)
+    for path in ("/api/ratings/?identified=1", f"/api/studies/{study.pk}/export/?identified=1"):
+        refused = api_get(live_server, path, token)
+        assert refused.status_code == 403, (path, refused.status_code, refused.text[:300])
+        assert "second factor" in refused.json()["detail"]
+    totp_enrol(staff)
+    assert api_get(live_server, "/api/ratings/?identified=1", token).status_code == 200
+
+
+def test_a_privileged_account_gets_a_token_only_with_an_authenticator(web, staff):
+    from knox.models import AuthToken
+
+    from accounts.services import TokenError, api_token_create
+
+    with pytest.raises(TokenError, match="second factor"):
+        api_token_create(user=staff, days=7)
+    assert not AuthToken.objects.exists()
+    totp_enrol(staff)
+    session = web()
+    session.sign_in("boss", PASSWORD, code=totp_code())
+    page = session.get("/accounts/tokens/")
+    assert page.status_code == 200
+    assert "only while the account has its authenticator" in page.text
+    created = session.post("/accounts/tokens/", {"days": 7})
+    token = re.search(r'id="token-value">([0-9a-f]+)<', created.text).group(1)
+    assert requests.get(
+        session.url("/api/studies/"), headers={"Authorization": f"Token {token}"}, timeout=30
+    ).ok
