@@ -78,6 +78,46 @@ def second_factor_gate(*, request, user) -> str:
     return GATE_ENROL if two_factor_required(user) else GATE_OPEN
 
 
+def reauthenticated_recently(*, request, user) -> bool:
+    """Whether this session re-authenticated within ACCOUNT_REAUTHENTICATION_TIMEOUT, and with
+    the second factor when the account has an authenticator (a password re-entry made before
+    it enrolled does not count)."""
+    import time
+
+    from allauth.account import app_settings as account_settings
+    from allauth.account.authentication import get_authentication_records
+
+    records = [r for r in get_authentication_records(request, user) if r.get("reauthenticated")]
+    if user_has_totp(user):
+        records = [r for r in records if r.get("method") == "mfa"]
+    if not records:
+        return False
+    return time.time() - float(records[-1]["at"]) < account_settings.REAUTHENTICATION_TIMEOUT
+
+
+def can_reauthenticate(user) -> bool:
+    """Whether the account has anything to re-authenticate with here: a password or an
+    authenticator. An account that signs in only through single sign-on has neither."""
+    return user.has_usable_password() or user_has_totp(user)
+
+
+def email_in_use(*, addresses: list[str]) -> bool:
+    """Whether a local account has one of `addresses`, in any case, as its own address or as
+    one of allauth's (verified or not)."""
+    from allauth.account.models import EmailAddress
+    from django.contrib.auth import get_user_model
+
+    wanted = Q()
+    for address in addresses:
+        wanted |= Q(email__iexact=address.strip())
+    if not wanted:
+        return False
+    return (
+        get_user_model().objects.filter(wanted).exists()
+        or EmailAddress.objects.filter(wanted).exists()
+    )
+
+
 SIGNIN_LOG_SHOWN = 500
 
 

@@ -559,6 +559,11 @@ ACCOUNT_SIGNUP_FIELDS = ["username*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "none"
 ACCOUNT_SESSION_REMEMBER = False  # no "remember me" on shared ward computers
 ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = True
+# Sensitive changes ask for the password (or, for an account with an authenticator, its code)
+# again if the session has not given it in the last 5 minutes: linking a single sign-on
+# identity, and the password pages (accounts/views.py), besides allauth's two-factor pages.
+ACCOUNT_REAUTHENTICATION_REQUIRED = True
+SOCIALACCOUNT_REAUTHENTICATION_REQUIRED = True
 ACCOUNT_PRESERVE_USERNAME_CASING = True
 # django-axes alone limits sign-ins (LOGIN_FAILURE_LIMIT): allauth's per-address sign-in limits
 # would also stop a ward of clinicians behind one hospital address. Its other limits (forgot
