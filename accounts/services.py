@@ -1,6 +1,7 @@
 """Writes of the accounts app: researchers' own API tokens (knox: only a SHA-512 digest of a
-token is stored), the sign-in log and the TOTP codes already used."""
+token is stored), the sign-in log, the TOTP codes already used, and forgot-password e-mails."""
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -93,3 +94,57 @@ def totp_step_claim(*, user, step: int) -> bool:
     use.step = step
     use.save(update_fields=["step"])
     return True
+
+
+def password_reset_mail_send(*, email: str) -> int:
+    """E-mail a password link to every active account that has `email` and may reset its
+    password; the number sent (0 for an address no account has: nothing is sent to it).
+
+    Runs on a worker (accounts.tasks), with no request: the link is built from SITE_URL,
+    never from a Host header. An account that signs in through single sign-on and has no
+    password here gets no link: a password would keep it open after the identity provider
+    closed it (an admin's set-password link still can).
+    """
+    from allauth.account import app_settings as account_settings
+    from allauth.account.adapter import get_adapter as get_account_adapter
+    from allauth.account.internal.userkit import filter_users_by_email
+    from allauth.account.utils import user_pk_to_url_str
+    from allauth.socialaccount.models import SocialAccount
+    from django.urls import reverse
+
+    users = filter_users_by_email(email, is_active=True, prefer_verified=True, for_login=True)
+    single_sign_on = set(
+        SocialAccount.objects.filter(user__in=[u.pk for u in users]).values_list(
+            "user_id", flat=True
+        )
+    )
+    adapter = get_account_adapter()
+    generator = account_settings.PASSWORD_RESET_TOKEN_GENERATOR()
+    site = SiteName(name="MentalBench", domain=settings.SITE_URL.split("://", 1)[1])
+    sent = 0
+    for user in users:
+        if user.pk in single_sign_on and not user.has_usable_password():
+            continue
+        path = reverse(
+            "account_reset_password_from_key",
+            kwargs={"uidb36": user_pk_to_url_str(user), "key": generator.make_token(user)},
+        )
+        context = {
+            "user": user,
+            "email": email,
+            "username": user.get_username(),
+            "password_reset_url": settings.SITE_URL + path,
+            "current_site": site,
+        }
+        adapter.render_mail("account/email/password_reset_key", email, context).send()
+        sent += 1
+    return sent
+
+
+@dataclass(frozen=True)
+class SiteName:
+    """What allauth's e-mail templates call the current site (`current_site.name`, `.domain`),
+    from SITE_URL: they would otherwise ask the request for it."""
+
+    name: str
+    domain: str

@@ -162,6 +162,48 @@ if envbool("TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
 
+# Where links in e-mails point (password links): scheme://host[:port], no path. Never the
+# request's Host header, which the client writes ("Host: 127.0.0.1:6666" put that port into a
+# reset e-mail's link), and e-mails are sent by a worker that has no request. Unset: the first
+# host of ALLOWED_HOSTS, over https when HTTPS=1 (docker-compose's ALLOWED_HOSTS names the site
+# first); bin/up sets it to the address it serves.
+def _site_url() -> str:
+    from urllib.parse import urlsplit
+
+    value = os.environ.get("SITE_URL", "").strip()
+    if not value:
+        host = next((h for h in ALLOWED_HOSTS if h != "*" and not h.startswith(".")), "")
+        if not host:
+            raise ImproperlyConfigured(
+                "SITE_URL is not set and ALLOWED_HOSTS names no single host to build it from: "
+                "set SITE_URL=https://<the site's host>"
+            )
+        return f"{'https' if HTTPS else 'http'}://{host}"
+    parts = urlsplit(value)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    if (
+        not port_ok
+        or parts.scheme not in {"http", "https"}
+        or not parts.hostname
+        or parts.username is not None
+        or parts.path.strip("/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ImproperlyConfigured(
+            f"SITE_URL={value!r} is not a site address: use scheme://host[:port], e.g. "
+            "https://mentalbench.hospital.example"
+        )
+    if HTTPS and parts.scheme != "https":
+        raise ImproperlyConfigured(f"SITE_URL={value!r} must start with https:// when HTTPS=1")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+SITE_URL = _site_url()
+
 # Content-Security-Policy: every script, style sheet and chart library is served from static/, so
 # scripts may come from this site only — no inline code, no eval (charts use vega-interpreter).
 # Inline *styles* stay allowed: Vega's SVG renderer and vega-embed set style attributes, and a
@@ -294,6 +336,7 @@ CELERY_TASK_QUEUES: dict[str, dict[str, Any]] = {"runs": {}, "upkeep": {}}
 CELERY_TASK_ROUTES = {
     name: {"queue": "upkeep"}
     for name in (
+        "accounts.tasks.password_reset_mail_send",
         "judging.tasks.runs_sweep",
         "judging.tasks.batch_submit",
         "judging.tasks.batches_poll",
@@ -572,6 +615,14 @@ ACCOUNT_RATE_LIMITS = {"login_failed": None, "login": None}
 # "Forgot password" and the admins' set-password links share one token: single-use (a new
 # password or a sign-in voids it), void once the account's rights change, and expiring.
 ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "annotation.tokens.PrivilegeBoundTokenGenerator"
+# "Forgot password" answers the same, in the same time, whether or not the address is known:
+# the request only hands the address to a Celery task (accounts.tasks), which looks the
+# account up and sends the link built from SITE_URL. No e-mail goes to an address no account
+# has (allauth would send "someone asked for an account that does not exist" to any address
+# typed into the form).
+ACCOUNT_FORMS = {"reset_password": "accounts.forms.PasswordResetRequestForm"}
+ACCOUNT_EMAIL_UNKNOWN_ACCOUNTS = False
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[MentalBench] "
 PASSWORD_RESET_TIMEOUT = envint("PASSWORD_LINK_HOURS", 72) * 3600
 if PASSWORD_RESET_TIMEOUT < 3600:
     raise ImproperlyConfigured("PASSWORD_LINK_HOURS must be at least 1")

@@ -136,6 +136,55 @@ def test_single_sign_on_over_plain_http_stops_start_up():
     assert result.returncode != 0 and "must start with https://" in result.stderr
 
 
+SITE_URL_PROBE = (
+    "import django; django.setup(); from django.conf import settings; print(settings.SITE_URL)"
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "site_url"),
+    [
+        ({}, "https://mentalbench.hospital.example"),
+        ({"SITE_URL": "https://mentalbench.hospital.example:8443/"}, "https://mentalbench.hospital.example:8443"),
+        ({"HTTPS": "0", "ALLOWED_HOSTS": "ward.example,localhost"}, "http://ward.example"),
+    ],
+    ids=["from ALLOWED_HOSTS", "set", "without HTTPS"],
+)  # fmt: skip
+def test_links_in_e_mails_point_at_the_site_url(env, site_url):
+    result = subprocess.run(
+        [sys.executable, "-c", SITE_URL_PROBE],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "mentalbench.settings",
+            **PRODUCTION_ENV,
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "SITE_URL": "",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == site_url
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("mentalbench.hospital.example", "is not a site address"),
+        ("https://mentalbench.hospital.example/mb", "is not a site address"),
+        ("https://mentalbench.hospital.example:port", "is not a site address"),
+        ("http://mentalbench.hospital.example", "must start with https:// when HTTPS=1"),
+    ],
+)
+def test_a_site_url_that_is_not_one_stops_start_up(value, said):
+    env = {**PRODUCTION_ENV, "SECRET_KEY": secrets.token_urlsafe(50), "SITE_URL": value}
+    result = manage("check", env=env)
+    assert result.returncode != 0 and said in result.stderr
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "said"),
     [
