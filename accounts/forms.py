@@ -25,7 +25,7 @@ class TokenCreateForm(forms.Form):
 
 
 class PasswordResetRequestForm(ResetPasswordForm):
-    """"Forgot password?": the address only, handed to a task (settings.ACCOUNT_FORMS).
+    """The "Forgot password?" form: the address only, handed to a task (ACCOUNT_FORMS).
 
     allauth's form looked the address up while the browser waited and sent the e-mail (a link,
     or "no such account") from the request, so a known address was answered measurably later

@@ -69,8 +69,36 @@ DEV_SECRET_KEY = "insecure-dev-key-set-SECRET_KEY-in-production"  # noqa: S105
 SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE") or BASE_DIR / ".secret_key")
 
 
-# Django's own deployment check asks for 50 characters and 5 distinct ones.
+# Django's own deployment check asks for 50 characters and 5 distinct ones; 'abcde' * 10 and
+# '0123456789' * 5 pass it. So the key's randomness is estimated too (secret_key_bits).
 SECRET_KEY_MIN_LENGTH = 50
+SECRET_KEY_MIN_BITS = 128
+
+
+def secret_key_bits(key: str) -> float:
+    """A pattern-aware estimate of the randomness in `key`, in bits: each character that
+    neither continues a run of equal steps (abc, 999, 2468) nor continues a repeat of the
+    (up to 16) characters before it counts log2(distinct characters in the key).
+
+    Random keys score far above SECRET_KEY_MIN_BITS (50 hex digits at least ~150, Django's
+    get_random_secret_key ~280, secrets.token_urlsafe(50) ~350); repeated blocks and runs
+    score near nothing ('abcde' * 10: 7). It cannot tell a random key from a memorable
+    sentence without patterns: the rule is a floor, not a proof.
+    """
+    import math
+
+    codes = [ord(c) for c in key]
+    surprising = 0
+    for i, code in enumerate(codes):
+        if i >= 2 and code - codes[i - 1] == codes[i - 1] - codes[i - 2]:
+            continue  # a run: the step from the previous character, once more
+        if i >= 2 and any(
+            code == codes[i - p] and codes[i - 1] == codes[i - 1 - p]
+            for p in range(1, min(i - 1, 16) + 1)
+        ):
+            continue  # the characters p places back, repeated
+        surprising += 1
+    return surprising * math.log2(len(set(codes))) if len(set(codes)) > 1 else 0.0
 
 
 def _secret_key_problem(key: str) -> str:
@@ -83,6 +111,12 @@ def _secret_key_problem(key: str) -> str:
         return f"{len(key)} characters long, fewer than {SECRET_KEY_MIN_LENGTH}"
     if len(set(key)) < 5:
         return f"made of {len(set(key))} distinct characters, fewer than 5"
+    bits = secret_key_bits(key)
+    if bits < SECRET_KEY_MIN_BITS:
+        return (
+            f"made of repeats and runs (about {bits:.0f} bits of randomness, fewer than "
+            f"{SECRET_KEY_MIN_BITS})"
+        )
     return ""
 
 
@@ -161,6 +195,7 @@ SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", HTTPS)
 if envbool("TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
+
 
 # Where links in e-mails point (password links): scheme://host[:port], no path. Never the
 # request's Host header, which the client writes ("Host: 127.0.0.1:6666" put that port into a

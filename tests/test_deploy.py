@@ -50,6 +50,9 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
         ({"DEBUG": "0", "SECRET_KEY": "   "}, "SECRET_KEY is not set"),
         ({"DEBUG": "0", "SECRET_KEY": "ab" * 30}, "made of 2 distinct characters"),
         ({"DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(60)[:49]}, "49 characters long"),
+        ({"DEBUG": "0", "SECRET_KEY": "abcde" * 10}, "made of repeats and runs (about 7 bits"),
+        ({"DEBUG": "0", "SECRET_KEY": "0123456789" * 5}, "made of repeats and runs"),
+        ({"DEBUG": "0", "SECRET_KEY": "abcdefghijklmnopqrstuvwxyz" * 2}, "repeats and runs"),
     ],
     ids=[
         "missing",
@@ -59,6 +62,9 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
         "blank",
         "repetitive",
         "49 characters",
+        "a block of 5 repeated",
+        "digits repeated",
+        "the alphabet twice",
     ],  # fmt: skip
 )
 def test_start_up_refuses_a_missing_or_public_secret_key(env, said):
@@ -68,6 +74,21 @@ def test_start_up_refuses_a_missing_or_public_secret_key(env, said):
     assert result.stderr.strip().count("\n") == 0, result.stderr
     assert said in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        secrets.token_urlsafe(50),
+        secrets.token_hex(25),  # the fewest bits a random key of 50 characters has here
+        "test-" + secrets.token_hex(32),  # bin/test's
+        "collectstatic-only-not-a-real-key-0123456789abcdefghijklmnop",  # the Dockerfile's
+    ],
+)
+def test_random_keys_pass_the_randomness_floor(key):
+    from mentalbench.settings import SECRET_KEY_MIN_BITS, secret_key_bits
+
+    assert secret_key_bits(key) >= SECRET_KEY_MIN_BITS
 
 
 def test_the_secret_key_is_never_printed():
