@@ -251,9 +251,11 @@ def page(chromium, live_server):
 
 @pytest.fixture(autouse=True)
 def _fresh_access_counters(request):
-    """Every test starts with no failed-API-token count for the test client's address: it lives
-    in the Redis cache, which outlives a test's transaction. (Failed sign-ins are counted in the
-    database by django-axes, so the test's rollback already clears them.)"""
+    """Every test starts with no failed-API-token count for the test client's address, none of
+    allauth's rate-limit history ("forgot password": 5 a minute per address) and no TOTP code
+    remembered as used by allauth: they live in the Redis cache, which outlives a test's
+    transaction (and a test run: the next run's accounts get the same ids). Failed sign-ins are
+    counted in the database by django-axes, so the test's rollback already clears them."""
     if not request.config.pluginmanager.hasplugin("django"):
         yield
         return
@@ -266,6 +268,13 @@ def _fresh_access_counters(request):
         "ident": "127.0.0.1",
     }
     cache.delete(key)
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        for pattern in ("*allauth:rl:*", "*allauth.mfa.totp.used*"):
+            for stale in client.scan_iter(match=pattern):
+                client.delete(stale)
     yield
     cache.delete(key)
 

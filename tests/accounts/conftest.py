@@ -1,21 +1,7 @@
 import pytest
-import redis
-from django.conf import settings
 
 from annotation.roles import CLINICIAN
 from tests.factories import user_make
-
-
-@pytest.fixture(autouse=True)
-def _fresh_allauth_rate_limits():
-    """Every test starts with none of allauth's rate-limit history ("forgot password": 5 a
-    minute per address): it lives in the Redis cache, which outlives a test's transaction, so
-    one test's requests would answer another's with 429."""
-    if settings.REDIS_URL:
-        client = redis.Redis.from_url(settings.REDIS_URL)
-        for key in client.scan_iter(match="*allauth:rl:*"):
-            client.delete(key)
-    yield
 
 
 @pytest.fixture
