@@ -13,8 +13,11 @@ from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from allauth.socialaccount.providers.base import AuthProcess
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.shortcuts import render
+
+from annotation.services.rating import username_clean
 
 from .selectors import email_in_use, user_has_totp
 
@@ -23,6 +26,16 @@ class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request: HttpRequest) -> bool:
         # Password sign-up is closed; an SSO sign-up goes through SsoAdapter below.
         return False
+
+    def clean_username(self, username: str, shallow: bool = False) -> str:
+        """The invites' username rule for the names allauth makes (a first SSO sign-in takes
+        the provider's preferred username, or one built from it): NFKC, no look-alike of an
+        existing name. allauth tries another candidate when one is refused."""
+        username = super().clean_username(username, shallow=shallow)
+        try:
+            return username_clean(username)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
 
     def get_reauthentication_methods(self, user) -> list[dict]:
         """An account with an authenticator re-authenticates with it, never with its password

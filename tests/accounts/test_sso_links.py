@@ -186,3 +186,18 @@ def test_sso_with_the_address_of_a_local_account_says_what_to_do(web, provider, 
     assert signed_in_as(session) is None
     assert not get_user_model().objects.filter(username="dr.sso").exists()
     assert not SocialAccount.objects.exists()
+
+
+def test_a_first_sso_sign_in_gets_no_look_alike_of_an_existing_username(web, provider):
+    """The provider's preferred username passes the invites' rule: 'аdmin' (Cyrillic а) beside
+    'admin' becomes another name."""
+    from annotation.usernames import usernames_look_alike
+
+    get_user_model().objects.create_user("admin", password=PASSWORD)
+    provider.subject = Subject(
+        sub="hospital-0777", email="a.min@hospital.example", preferred_username="\u0430dmin"
+    )
+    session = web()
+    sso(session, provider)
+    (account,) = SocialAccount.objects.filter(uid="hospital-0777")
+    assert not usernames_look_alike(account.user.username, "admin"), account.user.username
