@@ -662,8 +662,9 @@ PASSWORD_RESET_TIMEOUT = envint("PASSWORD_LINK_HOURS", 72) * 3600
 if PASSWORD_RESET_TIMEOUT < 3600:
     raise ImproperlyConfigured("PASSWORD_LINK_HOURS must be at least 1")
 
-# E-mail (forgot-password links). Without EMAIL_HOST the message is printed in the web process's
-# log (bin/up); with it, sent through that SMTP server.
+# E-mail (forgot-password links, sent by the upkeep worker: accounts/tasks.py). Without
+# EMAIL_HOST the message is printed in that worker's log (bin/up: upkeep.log); with it, sent
+# through that SMTP server.
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
 EMAIL_BACKEND = (
     "django.core.mail.backends.smtp.EmailBackend"
