@@ -293,11 +293,14 @@ def researcher(db, django_user_model):
 
 @pytest.fixture
 def admin_member(db, django_user_model):
-    """A member of the *admin* group (not staff): the platform's study administrator."""
+    """A member of the *admin* group (not staff): the platform's study administrator, with the
+    authenticator app the platform requires of admins."""
     from annotation.roles import ADMIN, role_add
+    from tests.second_factor import totp_enrol
 
     user = django_user_model.objects.create_user(username="adam", password="pw")
     role_add(user=user, role=ADMIN)
+    totp_enrol(user)  # the platform lets admins in (sessions and API tokens) only with one
     return user
 
 
@@ -309,8 +312,13 @@ def admin_member_client(client, admin_member):
 
 @pytest.fixture
 def staff_user(db, django_user_model):
-    """A staff account with no role group."""
-    return django_user_model.objects.create_user("boss", password="pw-12345678", is_staff=True)
+    """A staff account with no role group, with the authenticator app the platform requires of
+    staff (sessions and API tokens; tests/second_factor.py)."""
+    from tests.second_factor import totp_enrol
+
+    user = django_user_model.objects.create_user("boss", password="pw-12345678", is_staff=True)
+    totp_enrol(user)
+    return user
 
 
 @pytest.fixture
