@@ -7,7 +7,7 @@ from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from annotation.admin import ViewOnlyAdmin
 from annotation.services.rating import username_clean
 
-from .models import SignInEvent, TokenName
+from .models import SignInEvent, TokenName, TotpCodeUse
 
 
 @admin.register(SignInEvent)
@@ -26,6 +26,14 @@ class TokenNameAdmin(ViewOnlyAdmin):
 
     list_display = ["name", "token"]
     search_fields = ["name"]
+
+
+@admin.register(TotpCodeUse)
+class TotpCodeUseAdmin(ViewOnlyAdmin):
+    """The last TOTP period each account gave a code for (a code works once), read-only."""
+
+    list_display = ["user", "step"]
+    search_fields = ["user__username"]
 
 
 # --- Django's user admin, with the platform's username rule -------------------------------------

@@ -1,9 +1,14 @@
-"""API token authentication with a brake on guessing.
+"""API token authentication with a brake on guessing, behind the second factor's gate.
 
 DRF's throttles run after authentication, so a request with a wrong token is refused before
 any throttle sees it. This class counts failed token attempts per client address itself (with
 DRF's rate format and cache-backed history) and, once the rate is spent, refuses every token
 attempt from that address with 429 until the window has moved on.
+
+A token is a way into its account like a session: the token of an account whose role requires a
+second factor works only while that account has an authenticator enrolled (checked on every
+request, so a token made before the rule, or for an account whose authenticator was since
+removed, stops working until the account enrols).
 """
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -12,6 +17,13 @@ from knox.auth import TokenAuthentication
 from rest_framework import exceptions
 from rest_framework.authentication import get_authorization_header
 from rest_framework.throttling import SimpleRateThrottle
+
+from .selectors import two_factor_required, user_has_totp
+
+TOKEN_NEEDS_SECOND_FACTOR = (
+    "This account must sign in with a second factor, and has none: its API tokens work once "
+    "it has enrolled an authenticator app at /accounts/2fa/."
+)
 
 
 class TokenFailureThrottle(SimpleRateThrottle):
@@ -55,10 +67,16 @@ class ApiTokenAuthentication(TokenAuthentication):
                 detail="Too many failed API token attempts from this address; try again later.",
             )
         try:
-            return super().authenticate(request)
+            authenticated = super().authenticate(request)
         except exceptions.AuthenticationFailed:
             throttle.record_failure(request)
             raise
+        if authenticated is not None:
+            user, _ = authenticated
+            if two_factor_required(user) and not user_has_totp(user):
+                # A valid token, not a guess: 403, and no count against the address.
+                raise exceptions.PermissionDenied(TOKEN_NEEDS_SECOND_FACTOR)
+        return authenticated
 
     def _presents_token(self, request) -> bool:
         auth = get_authorization_header(request).split()

@@ -2,9 +2,11 @@
 
 IdleTimeoutMiddleware signs out a session that made no request for SESSION_IDLE_HOURS.
 HtmxSignInMiddleware turns "sign in first" into something the rating page can act on.
-TwoFactorRequiredMiddleware lets staff and members of the *admin* group use the platform only in
-a session signed in with a second factor: without an authenticator they are sent to enrol one
-(TOTP, with recovery codes), with one but in a session that never used it they are signed out.
+TwoFactorRequiredMiddleware is the second factor's one gate for sessions (the API's tokens have
+theirs in accounts.authentication): an account with an authenticator is used only from a
+session that passed it, whatever the path, and staff and members of the *admin* group without
+one are sent to enrol one (TOTP, with recovery codes). The rule is
+accounts.selectors.second_factor_gate.
 """
 
 import time
@@ -16,7 +18,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import redirect, resolve_url
 from django_htmx.http import HttpResponseClientRedirect
 
-from .selectors import two_factor_required, two_factor_used, user_has_totp
+from .selectors import GATE_ENROL, GATE_SIGN_OUT, second_factor_gate
 
 LAST_SEEN = "mentalbench_last_seen"
 # Each request moves the idle clock; writing the session once a minute at most keeps autosave
@@ -67,9 +69,11 @@ class HtmxSignInMiddleware:
         return stopped
 
 
-# Pages a privileged account without a second factor may still open: enrolment (and what it
-# needs), signing out, and static files.
-ENROLMENT_PATHS = ("/accounts/2fa/", "/accounts/logout/", "/accounts/reauthenticate/", "/static/")
+# Pages a privileged account that has no authenticator yet may still open: enrolment (and the
+# password re-entry it asks for first) and signing out. They are open only while it has none:
+# once it has one, these pages too belong to sessions that passed it.
+ENROLMENT_PATHS = ("/accounts/2fa/", "/accounts/logout/", "/accounts/reauthenticate/")
+STATIC_PATHS = ("/static/",)
 
 
 class TwoFactorRequiredMiddleware:
@@ -78,16 +82,16 @@ class TwoFactorRequiredMiddleware:
 
     def __call__(self, request):
         user = request.user
-        if (
-            user.is_authenticated
-            and not request.path.startswith(ENROLMENT_PATHS)
-            and two_factor_required(user)
-            and not two_factor_used(request, user)
-        ):
-            if user_has_totp(user):
-                # Signed in without the factor it has (a session from before the rule, or one
-                # made around the sign-in page): sign in again, through the code prompt.
+        if user.is_authenticated and not request.path.startswith(STATIC_PATHS):
+            verdict = second_factor_gate(request=request, user=user)
+            if verdict == GATE_SIGN_OUT:
+                # A session that never passed the account's authenticator: one signed in with
+                # the password before the owner enrolled (elsewhere), one that passed an
+                # authenticator since deleted, or one made around the sign-in page. Signed
+                # out, whatever it asked for: the 2FA pages and re-authentication included,
+                # or it could read the recovery codes or remove the factor.
                 logout(request)
                 return redirect_to_login(request.get_full_path())
-            return redirect("mfa_activate_totp")
+            if verdict == GATE_ENROL and not request.path.startswith(ENROLMENT_PATHS):
+                return redirect("mfa_activate_totp")
         return self.get_response(request)

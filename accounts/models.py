@@ -38,3 +38,19 @@ class TokenName(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class TotpCodeUse(models.Model):
+    """The latest TOTP time step (30-second period) whose code an account gave, at sign-in,
+    re-authentication or enrolment. A code of that step or an earlier one is refused from then
+    on (RFC 6238, section 5.2), so a code works once: one seen over a shoulder at enrolment or
+    typed into the wrong tab cannot sign in again within its window. In the database, not a
+    cache, so every web process and a restart see the same step."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    step = models.BigIntegerField(help_text="Unix time // 30 of the last code accepted")
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: step {self.step}"

@@ -1,6 +1,7 @@
 """Writes of the accounts app: researchers' own API tokens (knox: only a SHA-512 digest of a
-token is stored) and the sign-in log."""
+token is stored), the sign-in log, the TOTP codes already used, and forgot-password e-mails."""
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -12,8 +13,8 @@ from knox.models import AuthToken
 
 from annotation.roles import can_read_analysis
 
-from .models import SignInEvent, TokenName
-from .selectors import api_tokens_live, two_factor_used
+from .models import SignInEvent, TokenName, TotpCodeUse
+from .selectors import api_tokens_live, two_factor_required, two_factor_used, user_has_totp
 
 
 class TokenError(ValueError):
@@ -30,6 +31,9 @@ def api_token_create(*, user, days: int, name: str = "") -> tuple[AuthToken, str
         raise TokenError("a token's name is at most 64 characters")
     if not can_read_analysis(user):
         raise PermissionDenied("API tokens are for researchers and admins")
+    if two_factor_required(user) and not user_has_totp(user):
+        # Such a token would not work (accounts.authentication): refuse to make it.
+        raise TokenError("enrol a second factor (an authenticator app) before making a token")
     if not 1 <= days <= settings.API_TOKEN_MAX_DAYS:
         raise TokenError(f"a token lasts 1 to {settings.API_TOKEN_MAX_DAYS} days, not {days}")
     # The user row is locked so two tabs cannot both pass the limit check.
@@ -73,3 +77,74 @@ def signin_event_record(*, request, user, username: str, ok: bool) -> SignInEven
         two_factor=bool(records and two_factor_used(request, user)),
         method="sso" if "socialaccount" in methods else "password",
     )
+
+
+@transaction.atomic
+def totp_step_claim(*, user, step: int) -> bool:
+    """Record that `user` gave the TOTP code of time step `step`; False, changing nothing, when
+    a code of this step or a later one was given before (the code was used, or is older than
+    one used). The account's row is locked, so of two requests with one code only one wins."""
+    use, created = TotpCodeUse.objects.select_for_update().get_or_create(
+        user=user, defaults={"step": step}
+    )
+    if created:
+        return True
+    if step <= use.step:
+        return False
+    use.step = step
+    use.save(update_fields=["step"])
+    return True
+
+
+def password_reset_mail_send(*, email: str) -> int:
+    """E-mail a password link to every active account that has `email` and may reset its
+    password; the number sent (0 for an address no account has: nothing is sent to it).
+
+    Runs on a worker (accounts.tasks), with no request: the link is built from SITE_URL,
+    never from a Host header. An account that signs in through single sign-on and has no
+    password here gets no link: a password would keep it open after the identity provider
+    closed it (an admin's set-password link still can).
+    """
+    from allauth.account import app_settings as account_settings
+    from allauth.account.adapter import get_adapter as get_account_adapter
+    from allauth.account.internal.userkit import filter_users_by_email
+    from allauth.account.utils import user_pk_to_url_str
+    from allauth.socialaccount.models import SocialAccount
+    from django.urls import reverse
+
+    users = filter_users_by_email(email, is_active=True, prefer_verified=True, for_login=True)
+    single_sign_on = set(
+        SocialAccount.objects.filter(user__in=[u.pk for u in users]).values_list(
+            "user_id", flat=True
+        )
+    )
+    adapter = get_account_adapter()
+    generator = account_settings.PASSWORD_RESET_TOKEN_GENERATOR()
+    site = SiteName(name="MentalBench", domain=settings.SITE_URL.split("://", 1)[1])
+    sent = 0
+    for user in users:
+        if user.pk in single_sign_on and not user.has_usable_password():
+            continue
+        path = reverse(
+            "account_reset_password_from_key",
+            kwargs={"uidb36": user_pk_to_url_str(user), "key": generator.make_token(user)},
+        )
+        context = {
+            "user": user,
+            "email": email,
+            "username": user.get_username(),
+            "password_reset_url": settings.SITE_URL + path,
+            "current_site": site,
+        }
+        adapter.render_mail("account/email/password_reset_key", email, context).send()
+        sent += 1
+    return sent
+
+
+@dataclass(frozen=True)
+class SiteName:
+    """What allauth's e-mail templates call the current site (`current_site.name`, `.domain`),
+    from SITE_URL: they would otherwise ask the request for it."""
+
+    name: str
+    domain: str

@@ -1,6 +1,12 @@
 """A researcher's own API tokens (create: the token is shown once; revoke), the sign-in log
-for admins, and a read-only page of the account's e-mail address."""
+for admins, a read-only page of the account's e-mail address, and allauth's password pages
+behind re-authentication with the second factor."""
 
+from collections.abc import Callable
+from functools import wraps
+
+from allauth.account import views as allauth_views
+from allauth.core.exceptions import ReauthenticationRequired
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,7 +18,15 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.roles import ADMIN, RESEARCHER, AuthenticatedHttpRequest, role_required
 
 from .forms import TokenCreateForm
-from .selectors import SIGNIN_LOG_SHOWN, api_tokens_live, signin_events_recent
+from .selectors import (
+    SIGNIN_LOG_SHOWN,
+    api_tokens_live,
+    can_reauthenticate,
+    reauthenticated_recently,
+    signin_events_recent,
+    two_factor_required,
+    user_has_totp,
+)
 from .services import TokenError, api_token_create, api_token_revoke
 
 
@@ -42,6 +56,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "created": created,
+        "second_factor_required": two_factor_required(request.user),
         "tokens": [
             # Only the first characters, enough to tell tokens apart, never the whole token.
             {
@@ -83,3 +98,36 @@ def email(request: AuthenticatedHttpRequest) -> HttpResponse:
     user add addresses unverified: one added by a stolen session would receive the next
     password link and keep the account after the session is gone. Admins set addresses."""
     return render(request, "accounts/email.html", {"email": request.user.email})
+
+
+def _reauthenticated_with_second_factor(
+    view: Callable[..., HttpResponse],
+) -> Callable[..., HttpResponse]:
+    """allauth's password pages, asking first what a stolen session does not have.
+
+    - An account with an authenticator re-enters its code (not its password) when it has not
+      in the last ACCOUNT_REAUTHENTICATION_TIMEOUT seconds: ReauthenticationRequired sends it to
+      the code page, and allauth resumes the form it had posted once the code is given.
+    - An account with neither a password nor an authenticator (single sign-on only) cannot
+      re-authenticate here, so it sets no password itself (403 with what to do instead): a
+      password set from a session alone would keep the account open after the identity provider
+      closed it. An admin's set-password link still gives it one.
+    - An account with a password and no authenticator changes it by typing the current one,
+      which is its re-authentication.
+    """
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        user = request.user
+        if user.is_authenticated:
+            if not can_reauthenticate(user):
+                return render(request, "accounts/password_set_refused.html", status=403)
+            if user_has_totp(user) and not reauthenticated_recently(request=request, user=user):
+                raise ReauthenticationRequired()
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+password_change = _reauthenticated_with_second_factor(allauth_views.password_change)
+password_set = _reauthenticated_with_second_factor(allauth_views.password_set)

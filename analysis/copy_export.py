@@ -65,17 +65,27 @@ CHUNK_ROWS = 2000
 SNAPSHOT_TRIES = 5
 
 # csvsafe's rule in SQL (see its docstring): a text cell starting with = + - @ tab CR or their
-# full-width forms, and not a plain decimal number, gets one apostrophe in front.
+# full-width forms, and not a plain decimal number, gets one apostrophe in front; a ; or , that
+# a formula character follows (after spaces and quotes) gets one after it, unless a plain
+# number follows up to the next separator (rule 5: a ;-separated spreadsheet splits there).
 _DANGEROUS = "^[-=+@\t\r\uff1d\uff0b\uff0d\uff20]"
 _NUMBER = "^[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_GAP = '[ \t\r\n"]*'
+_INNER = (
+    f"([,;])(?={_GAP}[-=+@\uff1d\uff0b\uff0d\uff20])"
+    f"(?!{_GAP}[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?{_GAP}([,;]|$))"
+)
+# The separator matched, then the apostrophe (regexp_replace's back reference).
+_INNER_REPLACEMENT = "\\1'"
 
 
 def safe(expression: str) -> str:
     """SQL for the formula-safe, empty-as-NULL form of a text expression."""
     value = f"NULLIF({expression}, '')"
+    inner = f"regexp_replace({value}, {_literal(_INNER)}, {_literal(_INNER_REPLACEMENT)}, 'g')"
     return (
         f"CASE WHEN {value} ~ {_literal(_DANGEROUS)} AND {value} !~ {_literal(_NUMBER)} "
-        f"THEN '''' || {value} ELSE {value} END"
+        f"THEN '''' || {inner} ELSE {inner} END"
     )
 
 

@@ -25,12 +25,22 @@ PostgreSQL ``COPY`` export):
    text columns such as ``bias`` in a report must stay numeric.
 4. Every other dangerous cell gets one apostrophe ``'`` in front. Spreadsheets show the cell as
    text; a program reading the CSV sees the apostrophe and the original text after it.
+5. A spreadsheet whose list separator is ``;`` (most of continental Europe) splits a line at
+   every ``;``, quotes or not, and one that ignores quotes at every ``,``: the rationale
+   ``fine;=1+1`` then holds a second cell ``=1+1``. So in a text cell, a ``;`` or ``,`` that is
+   followed (after any spaces, tabs, line breaks and double quotes) by a character of rule 2
+   gets one apostrophe right after it (``fine;'=1+1``), unless the text from there to the next
+   ``;`` or ``,`` (or the end), stripped of those, is a plain number (rule 3: ``3;-1`` stays).
 
-As SQL (PostgreSQL, for a text expression ``v``)::
+As SQL (PostgreSQL, for a text expression ``v``; ``inner(v)`` is rule 5)::
 
     CASE WHEN v ~ '^[-=+@\\t\\r＝＋－＠]'
               AND v !~ '^[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?$'
-         THEN '''' || v ELSE v END
+         THEN '''' || inner(v) ELSE inner(v) END
+
+    inner(v) = regexp_replace(v,
+        '([,;])(?=[ \\t\\r\\n"]*[-=+@＝＋－＠])(?![ \\t\\r\\n"]*[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)'
+        || '([eE][+-]?[0-9]+)?[ \\t\\r\\n"]*([,;]|$))', '\\1''', 'g')
 """
 
 from __future__ import annotations
@@ -52,41 +62,84 @@ CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
 DANGEROUS_FIRST = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 PREFIX = "'"
+SEPARATORS = frozenset(",;")
+# Rule 5: what may stand between a separator and the formula character it would start.
+_GAP = ' \t\r\n"'
+_FORMULA = "\\-=+@\uff1d\uff0b\uff0d\uff20"
+_SEPARATOR = re.compile(r"[,;]")
+# A separator before a formula character (rule 5); the same after apostrophes, for the
+# reversible escape; and a separator with one apostrophe after it, which cell_unescaped takes.
+_INNER = re.compile(f"[,;](?=[{_GAP}]*[{_FORMULA}])")
+_INNER_OR_ESCAPED = re.compile(f"[,;](?='*[{_GAP}]*[{_FORMULA}])")
+_INNER_ESCAPED = re.compile(f"([,;])'(?='*[{_GAP}]*[{_FORMULA}])")
+
+
+def _starts_a_formula(text: str) -> bool:
+    """Rules 2 and 3: the cell's first character starts a formula and the cell is no number."""
+    return bool(text) and text[0] in DANGEROUS_FIRST and NUMBER.fullmatch(text) is None
+
+
+def _number_follows(text: str, end: int) -> bool:
+    """Whether the text from `end` to the next separator is a plain number (rule 5's
+    exception), apostrophes, spaces and quotes around it aside."""
+    following = _SEPARATOR.search(text, end)
+    piece = text[end : following.start() if following else len(text)]
+    return NUMBER.fullmatch(piece.lstrip(PREFIX).strip(_GAP)) is not None
+
+
+def _has_inner_formula(text: str) -> bool:
+    return any(not _number_follows(text, m.end()) for m in _INNER.finditer(text))
 
 
 def is_dangerous(text: str) -> bool:
-    """True when a spreadsheet could read this text cell as a formula (rules 2 and 3)."""
-    return bool(text) and text[0] in DANGEROUS_FIRST and NUMBER.fullmatch(text) is None
+    """True when a spreadsheet could read this text cell, or a piece of it after a ``;`` or
+    ``,``, as a formula (rules 2, 3 and 5)."""
+    return _starts_a_formula(text) or (not SEPARATORS.isdisjoint(text) and _has_inner_formula(text))
+
+
+def _escape_inner(text: str, pattern: re.Pattern[str]) -> str:
+    return pattern.sub(
+        lambda m: m.group(0) if _number_follows(text, m.end()) else m.group(0) + PREFIX, text
+    )
 
 
 def safe_cell(value: Any) -> Any:
     """The value to write into a CSV cell: text that could start a formula gets a leading
-    apostrophe; numbers, None and everything else pass unchanged (non-text values are turned
-    into text by the csv module with ``str()``, so they are checked as that text)."""
+    apostrophe, and each separator before a formula in it one after it; numbers, None and
+    everything else pass unchanged (non-text values are turned into text by the csv module
+    with ``str()``, so they are checked as that text)."""
     if value is None or isinstance(value, bool | int | float | Decimal):
         return value
     text = value if isinstance(value, str) else str(value)
-    if is_dangerous(text):
-        return PREFIX + text
-    return value
+    if not is_dangerous(text):
+        return value
+    escaped = _escape_inner(text, _INNER) if not SEPARATORS.isdisjoint(text) else text
+    return PREFIX + escaped if _starts_a_formula(text) else escaped
 
 
 def reversible_cell(text: str) -> str:
     """`safe_cell` for text that must come back exactly when the file is read again (a released
-    dataset that is re-imported): besides the dangerous cells, a text that already starts with
-    apostrophes before a dangerous character gets one more, so :func:`cell_unescaped` removes
-    exactly the one added here and nothing a writer typed."""
-    return PREFIX + text if _looks_escaped(text) else text
+    dataset that is re-imported): besides the dangerous places, one that already has
+    apostrophes before a formula character (at the start, or after a separator) gets one
+    more, so :func:`cell_unescaped` removes exactly the one added here and nothing a writer
+    typed."""
+    escaped = _escape_inner(text, _INNER_OR_ESCAPED)
+    return PREFIX + escaped if _looks_escaped(text) else escaped
 
 
 def cell_unescaped(text: str) -> str:
     """The inverse of :func:`reversible_cell`: one leading apostrophe off a cell that starts
-    with apostrophes before a dangerous character; every other text as it is."""
-    return text[1:] if text.startswith(PREFIX) and _looks_escaped(text) else text
+    with apostrophes before a dangerous character, and one off each separator followed by
+    apostrophes before a formula character; every other text as it is."""
+    if text.startswith(PREFIX) and _looks_escaped(text):
+        text = text[1:]
+    return _INNER_ESCAPED.sub(
+        lambda m: m.group(0) if _number_follows(text, m.end(1)) else m.group(1), text
+    )
 
 
 def _looks_escaped(text: str) -> bool:
-    return is_dangerous(text.lstrip(PREFIX))
+    return _starts_a_formula(text.lstrip(PREFIX))
 
 
 _PLAIN = frozenset({int, float, Decimal, bool, type(None)})
@@ -97,7 +150,8 @@ def safe_row(row: Iterable[Any]) -> list[Any]:
     thousands of rows, and a function call per cell tripled the time spent formatting them."""
     return [
         v
-        if type(v) in _PLAIN or (type(v) is str and (not v or v[0] not in DANGEROUS_FIRST))
+        if type(v) in _PLAIN
+        or (type(v) is str and (not v or v[0] not in DANGEROUS_FIRST) and SEPARATORS.isdisjoint(v))
         else safe_cell(v)
         for v in row
     ]

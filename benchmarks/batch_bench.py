@@ -176,9 +176,7 @@ def main() -> None:
     args = parser.parse_args()
     # A throwaway key (settings refuse to start without one outside DEBUG), before anything
     # starts Django: the migration of the fresh database, this process, its children.
-    os.environ.setdefault(
-        "SECRET_KEY", "bench-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz"
-    )
+    os.environ.setdefault("SECRET_KEY", "bench-only-" + os.urandom(32).hex())
     if args.phase:
         _django()
         if args.phase == "poll":

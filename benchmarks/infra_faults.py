@@ -221,7 +221,7 @@ def run(*, clinicians: int, seconds: int, folder: Path) -> dict:
         "DATABASE_URL": postgres.url,
         "REDIS_URL": redis_server.url,
         "JUDGING_RATELIMIT_REDIS_URL": redis_server.url,
-        "SECRET_KEY": "infra-faults-only-0123456789abcdefghijklmnopqrstuvwxyz",
+        "SECRET_KEY": "infra-faults-only-" + os.urandom(32).hex(),
         "MENTALBENCH_ENCRYPTION_KEYS": ENCRYPTION_KEY,
         "DEBUG": "0",
         "DJANGO_SETTINGS_MODULE": "mentalbench.settings",

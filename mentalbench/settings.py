@@ -69,8 +69,36 @@ DEV_SECRET_KEY = "insecure-dev-key-set-SECRET_KEY-in-production"  # noqa: S105
 SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE") or BASE_DIR / ".secret_key")
 
 
-# Django's own deployment check asks for 50 characters and 5 distinct ones.
+# Django's own deployment check asks for 50 characters and 5 distinct ones; 'abcde' * 10 and
+# '0123456789' * 5 pass it. So the key's randomness is estimated too (secret_key_bits).
 SECRET_KEY_MIN_LENGTH = 50
+SECRET_KEY_MIN_BITS = 128
+
+
+def secret_key_bits(key: str) -> float:
+    """A pattern-aware estimate of the randomness in `key`, in bits: each character that
+    neither continues a run of equal steps (abc, 999, 2468) nor continues a repeat of the
+    (up to 16) characters before it counts log2(distinct characters in the key).
+
+    Random keys score far above SECRET_KEY_MIN_BITS (50 hex digits at least ~150, Django's
+    get_random_secret_key ~280, secrets.token_urlsafe(50) ~350); repeated blocks and runs
+    score near nothing ('abcde' * 10: 7). It cannot tell a random key from a memorable
+    sentence without patterns: the rule is a floor, not a proof.
+    """
+    import math
+
+    codes = [ord(c) for c in key]
+    surprising = 0
+    for i, code in enumerate(codes):
+        if i >= 2 and code - codes[i - 1] == codes[i - 1] - codes[i - 2]:
+            continue  # a run: the step from the previous character, once more
+        if i >= 2 and any(
+            code == codes[i - p] and codes[i - 1] == codes[i - 1 - p]
+            for p in range(1, min(i - 1, 16) + 1)
+        ):
+            continue  # the characters p places back, repeated
+        surprising += 1
+    return surprising * math.log2(len(set(codes))) if len(set(codes)) > 1 else 0.0
 
 
 def _secret_key_problem(key: str) -> str:
@@ -83,6 +111,12 @@ def _secret_key_problem(key: str) -> str:
         return f"{len(key)} characters long, fewer than {SECRET_KEY_MIN_LENGTH}"
     if len(set(key)) < 5:
         return f"made of {len(set(key))} distinct characters, fewer than 5"
+    bits = secret_key_bits(key)
+    if bits < SECRET_KEY_MIN_BITS:
+        return (
+            f"made of repeats and runs (about {bits:.0f} bits of randomness, fewer than "
+            f"{SECRET_KEY_MIN_BITS})"
+        )
     return ""
 
 
@@ -161,6 +195,49 @@ SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", HTTPS)
 if envbool("TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
+
+
+# Where links in e-mails point (password links): scheme://host[:port], no path. Never the
+# request's Host header, which the client writes ("Host: 127.0.0.1:6666" put that port into a
+# reset e-mail's link), and e-mails are sent by a worker that has no request. Unset: the first
+# host of ALLOWED_HOSTS, over https when HTTPS=1 (docker-compose's ALLOWED_HOSTS names the site
+# first); bin/up sets it to the address it serves.
+def _site_url() -> str:
+    from urllib.parse import urlsplit
+
+    value = os.environ.get("SITE_URL", "").strip()
+    if not value:
+        host = next((h for h in ALLOWED_HOSTS if h != "*" and not h.startswith(".")), "")
+        if not host:
+            raise ImproperlyConfigured(
+                "SITE_URL is not set and ALLOWED_HOSTS names no single host to build it from: "
+                "set SITE_URL=https://<the site's host>"
+            )
+        return f"{'https' if HTTPS else 'http'}://{host}"
+    parts = urlsplit(value)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    if (
+        not port_ok
+        or parts.scheme not in {"http", "https"}
+        or not parts.hostname
+        or parts.username is not None
+        or parts.path.strip("/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ImproperlyConfigured(
+            f"SITE_URL={value!r} is not a site address: use scheme://host[:port], e.g. "
+            "https://mentalbench.hospital.example"
+        )
+    if HTTPS and parts.scheme != "https":
+        raise ImproperlyConfigured(f"SITE_URL={value!r} must start with https:// when HTTPS=1")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+SITE_URL = _site_url()
 
 # Content-Security-Policy: every script, style sheet and chart library is served from static/, so
 # scripts may come from this site only — no inline code, no eval (charts use vega-interpreter).
@@ -294,6 +371,7 @@ CELERY_TASK_QUEUES: dict[str, dict[str, Any]] = {"runs": {}, "upkeep": {}}
 CELERY_TASK_ROUTES = {
     name: {"queue": "upkeep"}
     for name in (
+        "accounts.tasks.password_reset_mail_send",
         "judging.tasks.runs_sweep",
         "judging.tasks.batch_submit",
         "judging.tasks.batches_poll",
@@ -559,6 +637,11 @@ ACCOUNT_SIGNUP_FIELDS = ["username*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "none"
 ACCOUNT_SESSION_REMEMBER = False  # no "remember me" on shared ward computers
 ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = True
+# Sensitive changes ask for the password (or, for an account with an authenticator, its code)
+# again if the session has not given it in the last 5 minutes: linking a single sign-on
+# identity, and the password pages (accounts/views.py), besides allauth's two-factor pages.
+ACCOUNT_REAUTHENTICATION_REQUIRED = True
+SOCIALACCOUNT_REAUTHENTICATION_REQUIRED = True
 ACCOUNT_PRESERVE_USERNAME_CASING = True
 # django-axes alone limits sign-ins (LOGIN_FAILURE_LIMIT): allauth's per-address sign-in limits
 # would also stop a ward of clinicians behind one hospital address. Its other limits (forgot
@@ -567,12 +650,21 @@ ACCOUNT_RATE_LIMITS = {"login_failed": None, "login": None}
 # "Forgot password" and the admins' set-password links share one token: single-use (a new
 # password or a sign-in voids it), void once the account's rights change, and expiring.
 ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "annotation.tokens.PrivilegeBoundTokenGenerator"
+# "Forgot password" answers the same, in the same time, whether or not the address is known:
+# the request only hands the address to a Celery task (accounts.tasks), which looks the
+# account up and sends the link built from SITE_URL. No e-mail goes to an address no account
+# has (allauth would send "someone asked for an account that does not exist" to any address
+# typed into the form).
+ACCOUNT_FORMS = {"reset_password": "accounts.forms.PasswordResetRequestForm"}
+ACCOUNT_EMAIL_UNKNOWN_ACCOUNTS = False
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[MentalBench] "
 PASSWORD_RESET_TIMEOUT = envint("PASSWORD_LINK_HOURS", 72) * 3600
 if PASSWORD_RESET_TIMEOUT < 3600:
     raise ImproperlyConfigured("PASSWORD_LINK_HOURS must be at least 1")
 
-# E-mail (forgot-password links). Without EMAIL_HOST the message is printed in the web process's
-# log (bin/up); with it, sent through that SMTP server.
+# E-mail (forgot-password links, sent by the upkeep worker: accounts/tasks.py). Without
+# EMAIL_HOST the message is printed in that worker's log (bin/up: upkeep.log); with it, sent
+# through that SMTP server.
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
 EMAIL_BACKEND = (
     "django.core.mail.backends.smtp.EmailBackend"
@@ -590,8 +682,16 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "mentalbench@localhost
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = os.environ.get("MFA_TOTP_ISSUER", "MentalBench")
 # A code from the 30-second period before or after the server's also counts (phones' clocks
-# drift); each code still works once only.
+# drift); each code still works once only, enrolment's included (accounts/mfa.py).
 MFA_TOTP_TOLERANCE = 1
+MFA_FORMS = {
+    "authenticate": "accounts.mfa.AuthenticateForm",
+    "reauthenticate": "accounts.mfa.ReauthenticateForm",
+    "activate_totp": "accounts.mfa.ActivateTOTPForm",
+}
+# Recovery codes are shown once, right after they are made; to see codes again, generate new
+# ones (which voids the old).
+MFA_RECOVERY_CODES_SHOW_ONCE = True
 
 # Idle sessions end after SESSION_IDLE_HOURS without a request (shared ward computers); work
 # saved by autosave stays saved, and unsent edits wait in the browser until the next sign-in.

@@ -251,9 +251,11 @@ def page(chromium, live_server):
 
 @pytest.fixture(autouse=True)
 def _fresh_access_counters(request):
-    """Every test starts with no failed-API-token count for the test client's address: it lives
-    in the Redis cache, which outlives a test's transaction. (Failed sign-ins are counted in the
-    database by django-axes, so the test's rollback already clears them.)"""
+    """Every test starts with no failed-API-token count for the test client's address, none of
+    allauth's rate-limit history ("forgot password": 5 a minute per address) and no TOTP code
+    remembered as used by allauth: they live in the Redis cache, which outlives a test's
+    transaction (and a test run: the next run's accounts get the same ids). Failed sign-ins are
+    counted in the database by django-axes, so the test's rollback already clears them."""
     if not request.config.pluginmanager.hasplugin("django"):
         yield
         return
@@ -266,6 +268,13 @@ def _fresh_access_counters(request):
         "ident": "127.0.0.1",
     }
     cache.delete(key)
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        for pattern in ("*allauth:rl:*", "*allauth.mfa.totp.used*"):
+            for stale in client.scan_iter(match=pattern):
+                client.delete(stale)
     yield
     cache.delete(key)
 
@@ -284,11 +293,14 @@ def researcher(db, django_user_model):
 
 @pytest.fixture
 def admin_member(db, django_user_model):
-    """A member of the *admin* group (not staff): the platform's study administrator."""
+    """A member of the *admin* group (not staff): the platform's study administrator, with the
+    authenticator app the platform requires of admins."""
     from annotation.roles import ADMIN, role_add
+    from tests.second_factor import totp_enrol
 
     user = django_user_model.objects.create_user(username="adam", password="pw")
     role_add(user=user, role=ADMIN)
+    totp_enrol(user)  # the platform lets admins in (sessions and API tokens) only with one
     return user
 
 
@@ -300,8 +312,13 @@ def admin_member_client(client, admin_member):
 
 @pytest.fixture
 def staff_user(db, django_user_model):
-    """A staff account with no role group."""
-    return django_user_model.objects.create_user("boss", password="pw-12345678", is_staff=True)
+    """A staff account with no role group, with the authenticator app the platform requires of
+    staff (sessions and API tokens; tests/second_factor.py)."""
+    from tests.second_factor import totp_enrol
+
+    user = django_user_model.objects.create_user("boss", password="pw-12345678", is_staff=True)
+    totp_enrol(user)
+    return user
 
 
 @pytest.fixture

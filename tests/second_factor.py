@@ -1,11 +1,13 @@
 """Signing privileged accounts in with a second factor, in tests.
 
-Staff and the *admin* group may use the platform only in a session that passed a second factor
+Staff and the *admin* group may use the platform only in a session that passed a second factor,
+and any account with an authenticator only in a session that passed it
 (accounts.middleware.TwoFactorRequiredMiddleware). Django's `Client.force_login` makes a session
-without one, so conftest wraps it: for such an account it enrols a TOTP authenticator (as the
-enrolment page would) and records in the session that the code was given (as allauth's sign-in
-does after a correct code). The middleware itself stays on; `force_login_password_only` makes the
-session a password-only sign-in would, to test that it is refused.
+without one, so conftest wraps it: for a privileged account it enrols a TOTP authenticator (as
+the enrolment page would), and for every account with one it records in the session that the
+code was given (as allauth's sign-in does after a correct code). The middleware itself stays on;
+`force_login_password_only` makes the session a password-only sign-in would, to test that it is
+refused.
 """
 
 from __future__ import annotations
@@ -50,10 +52,11 @@ def session_record_second_factor(client: Client, user) -> None:
 
 def force_login_with_second_factor(self: Client, user, backend=None) -> None:
     force_login_password_only(self, user, backend)
-    from accounts.selectors import two_factor_required
+    from accounts.selectors import two_factor_required, user_has_totp
 
     if two_factor_required(user):
         totp_enrol(user)
+    if user_has_totp(user):
         session_record_second_factor(self, user)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -261,7 +262,7 @@ def embedded_bin_up(tmp_path: Path):
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),  # gunicorn's control socket goes under $HOME
         "MENTALBENCH_SKIP_INSTALL": "1",
-        "SECRET_KEY": "embedded-bin-up-test-0123456789abcdefghijklmnopqrstuvwxyz",
+        "SECRET_KEY": secrets.token_urlsafe(50),
         "MENTALBENCH_ENCRYPTION_KEYS": "JW-EH4jSIWW4IXMVVDkF_I7Uat-Y_1_EVJ0yAAWJr9c=",
         "DEMO_PASSWORD": "embedded-demo-pass-8371",
         "PORT": str(port),

@@ -98,7 +98,8 @@ def test_healthchecks_restarts_and_persistence(compose):
 
 
 def test_runs_and_upkeep_have_workers_of_their_own(compose):
-    """Long runs never hold the sweeper or the batch polls: each queue has its own worker."""
+    """Long runs never hold the sweeper, the batch polls or a forgot-password e-mail: each
+    queue has its own worker."""
     from django.conf import settings
 
     services = compose["services"]
@@ -107,6 +108,7 @@ def test_runs_and_upkeep_have_workers_of_their_own(compose):
     assert queues["upkeep"][queues["upkeep"].index("-Q") + 1] == "upkeep"
     routed = {name for name, route in settings.CELERY_TASK_ROUTES.items() if route["queue"]}
     assert routed == {
+        "accounts.tasks.password_reset_mail_send",
         "judging.tasks.runs_sweep",
         "judging.tasks.batch_submit",
         "judging.tasks.batches_poll",

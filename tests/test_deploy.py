@@ -50,6 +50,9 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
         ({"DEBUG": "0", "SECRET_KEY": "   "}, "SECRET_KEY is not set"),
         ({"DEBUG": "0", "SECRET_KEY": "ab" * 30}, "made of 2 distinct characters"),
         ({"DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(60)[:49]}, "49 characters long"),
+        ({"DEBUG": "0", "SECRET_KEY": "abcde" * 10}, "made of repeats and runs (about 7 bits"),
+        ({"DEBUG": "0", "SECRET_KEY": "0123456789" * 5}, "made of repeats and runs"),
+        ({"DEBUG": "0", "SECRET_KEY": "abcdefghijklmnopqrstuvwxyz" * 2}, "repeats and runs"),
     ],
     ids=[
         "missing",
@@ -59,6 +62,9 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
         "blank",
         "repetitive",
         "49 characters",
+        "a block of 5 repeated",
+        "digits repeated",
+        "the alphabet twice",
     ],  # fmt: skip
 )
 def test_start_up_refuses_a_missing_or_public_secret_key(env, said):
@@ -68,6 +74,21 @@ def test_start_up_refuses_a_missing_or_public_secret_key(env, said):
     assert result.stderr.strip().count("\n") == 0, result.stderr
     assert said in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        secrets.token_urlsafe(50),
+        secrets.token_hex(25),  # the fewest bits a random key of 50 characters has here
+        "test-" + secrets.token_hex(32),  # bin/test's
+        "collectstatic-only-not-a-real-key-0123456789abcdefghijklmnop",  # the Dockerfile's
+    ],
+)
+def test_random_keys_pass_the_randomness_floor(key):
+    from mentalbench.settings import SECRET_KEY_MIN_BITS, secret_key_bits
+
+    assert secret_key_bits(key) >= SECRET_KEY_MIN_BITS
 
 
 def test_the_secret_key_is_never_printed():
@@ -134,6 +155,55 @@ def test_single_sign_on_over_plain_http_stops_start_up():
     env |= {"SSO_OIDC_SERVER_URL": "http://login.hospital.example", "SSO_OIDC_CLIENT_ID": "mb"}
     result = manage("check", env=env)
     assert result.returncode != 0 and "must start with https://" in result.stderr
+
+
+SITE_URL_PROBE = (
+    "import django; django.setup(); from django.conf import settings; print(settings.SITE_URL)"
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "site_url"),
+    [
+        ({}, "https://mentalbench.hospital.example"),
+        ({"SITE_URL": "https://mentalbench.hospital.example:8443/"}, "https://mentalbench.hospital.example:8443"),
+        ({"HTTPS": "0", "ALLOWED_HOSTS": "ward.example,localhost"}, "http://ward.example"),
+    ],
+    ids=["from ALLOWED_HOSTS", "set", "without HTTPS"],
+)  # fmt: skip
+def test_links_in_e_mails_point_at_the_site_url(env, site_url):
+    result = subprocess.run(
+        [sys.executable, "-c", SITE_URL_PROBE],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "mentalbench.settings",
+            **PRODUCTION_ENV,
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "SITE_URL": "",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == site_url
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("mentalbench.hospital.example", "is not a site address"),
+        ("https://mentalbench.hospital.example/mb", "is not a site address"),
+        ("https://mentalbench.hospital.example:port", "is not a site address"),
+        ("http://mentalbench.hospital.example", "must start with https:// when HTTPS=1"),
+    ],
+)
+def test_a_site_url_that_is_not_one_stops_start_up(value, said):
+    env = {**PRODUCTION_ENV, "SECRET_KEY": secrets.token_urlsafe(50), "SITE_URL": value}
+    result = manage("check", env=env)
+    assert result.returncode != 0 and said in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 process (management commands, web and worker processes all load the apps' modules)."""
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ print("loaded:", *(m for m in {heavy!r} if m in sys.modules))
 
 def test_check_imports_no_llm_sdk_nor_scipy():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.setdefault("SECRET_KEY", "startup-test-only-key-0123456789abcdefghijklmnopqrstuv")
+    env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     result = subprocess.run(
         [sys.executable, "-c", PROBE.format(heavy=HEAVY)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
@@ -40,7 +41,7 @@ def test_check_imports_no_llm_sdk_nor_scipy():
 def test_probe_sees_an_imported_module():
     """The probe above can fail: a module the check does import shows up in its output."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.setdefault("SECRET_KEY", "startup-test-only-key-0123456789abcdefghijklmnopqrstuv")
+    env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     result = subprocess.run(
         [sys.executable, "-c", PROBE.format(heavy=("django", "numpy"))],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
@@ -75,7 +76,7 @@ def test_data_commands_load_no_dashboard_code(command, args):
     """Exports and imports check what they rely on (the models): the URL checks would import
     every view, and pandas with the dashboards, for work that streams rows."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.setdefault("SECRET_KEY", "startup-test-only-key-0123456789abcdefghijklmnopqrstuv")
+    env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     result = subprocess.run(
         [sys.executable, "-c", EXPORT_PROBE.format(heavy=HEAVY, command=command, args=args)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
@@ -88,7 +89,7 @@ def test_judge_assisted_checks_only_the_models():
     """The judge-assisted command needs pandas, but not every view the URL checks would
     import (the dashboards, the judging pages and the SDKs behind them)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.setdefault("SECRET_KEY", "startup-test-only-key-0123456789abcdefghijklmnopqrstuv")
+    env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     probe = EXPORT_PROBE.format(
         heavy=("analysis.views", "judging.views", "openai", "anthropic", "scipy.stats"),
         command="judge_assisted",

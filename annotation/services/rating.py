@@ -34,6 +34,7 @@ from ..models import (
 )
 from ..roles import CLINICIAN, role_add, user_can_manage
 from ..tokens import password_token_generator
+from ..usernames import username_normalised, usernames_look_alike
 from .importing import BATCH
 
 # A heartbeat adds at most this many seconds: the page sends one every 15 s while it is visible
@@ -482,13 +483,16 @@ def assignment_heartbeat(*, assignment: Assignment) -> None:
 def username_clean(username: str, *, renaming: int | None = None) -> str:
     """`username` stripped and checked, or ValueError saying why it cannot be a new account's.
 
-    Django's username rule (letters, digits and @ . + - _ only: no spaces, tabs or formula
-    syntax), a letter or digit first (a name is shown in CSVs and admin lists, where a leading
-    = + - @ is how a spreadsheet formula starts), at most 150 characters, and unique without
-    regard to case: "Admin" beside "admin" would be a second account that reads as the first.
+    NFKC-normalised first (full-width letters and ligatures become plain ones: the name is
+    stored so). Django's username rule (letters, digits and @ . + - _ only: no spaces, tabs or
+    formula syntax), a letter or digit first (a name is shown in CSVs and admin lists, where a
+    leading = + - @ is how a spreadsheet formula starts), at most 150 characters, unique without
+    regard to case ("Admin" beside "admin" would be a second account that reads as the first),
+    and not a look-alike of an existing name (annotation.usernames: "аdmin" with a Cyrillic
+    "а", "clinicianl" beside "clinician1").
     `renaming` is the id of an account being renamed, which may keep its own name.
     """
-    username = username.strip()
+    username = username_normalised(username)
     if not username:
         raise ValueError("a username is needed")
     User = get_user_model()
@@ -511,6 +515,13 @@ def username_clean(username: str, *, renaming: int | None = None) -> str:
             f"the username {username!r} is taken"
             + ("" if taken == username else f" (as {taken!r}: usernames ignore case)")
         )
+    others = User.objects.all() if renaming is None else User.objects.exclude(pk=renaming)
+    for other in others.values_list(User.USERNAME_FIELD, flat=True).iterator():
+        if usernames_look_alike(username, other):
+            raise ValueError(
+                f"the username {username!r} reads like the existing username {other!r} "
+                "(look-alike letters from another script, or digits that pass for letters)"
+            )
     return username
 
 

@@ -26,7 +26,10 @@ def sign_in(page, username: str, password: str = PASSWORD) -> None:
     page.click("button:has-text('Sign in')")
 
 
-def test_forgot_password_by_e_mail_end_to_end(django_db_setup, live_server, page):
+def test_forgot_password_by_e_mail_end_to_end(
+    django_db_setup, live_server, page, settings, celery_eager
+):
+    settings.SITE_URL = live_server.url  # the link in the e-mail leads to this server
     user = get_user_model().objects.create_user(
         "cleo", email="cleo@ward.example", password=PASSWORD
     )

@@ -52,7 +52,8 @@ def test_dashboard_shows_figure2_kappa_consensus_distribution_and_agreement(
     client.force_login(researcher)
     # 20 for the page, and the sign-in rules' one write of the idle clock into a fresh session
     # (accounts.middleware: at most once a minute).
-    with django_assert_max_num_queries(21):
+    # 22: the second factor's gate asks whether the account has an authenticator (accounts).
+    with django_assert_max_num_queries(22):
         response = client.get(reverse("analysis:distortions", args=[study.pk]))
     html = response.content.decode()
     assert response.status_code == 200
