@@ -43,6 +43,18 @@ def _fast_retries(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(engine, "RETRY_BASE_DELAY", 0.01)
 
 
+@pytest.fixture
+def eager_celery() -> Iterator[None]:
+    """Tasks run inside the test process at commit (Celery eager): a launched run executes
+    inside the web request. Asked for explicitly."""
+    from mentalbench.celery import app
+
+    saved = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = saved
+
+
 @pytest.fixture(scope="session")
 def fake_llm() -> Iterator[FakeLLMServer]:
     with FakeLLMServer() as server:

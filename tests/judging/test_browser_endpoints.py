@@ -31,17 +31,6 @@ def provider():
         yield server
 
 
-@pytest.fixture
-def eager_celery():
-    """The launched run executes at commit inside the web request (Celery eager)."""
-    from mentalbench.celery import app
-
-    saved = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = saved
-
-
 def sign_in(page) -> None:
     user = get_user_model().objects.create_superuser("root", "root@example.org", PASSWORD)
     totp_enrol(user)

@@ -14,17 +14,6 @@ from judging.models import Run, RunItem
 from .conftest import API_KEY
 
 
-@pytest.fixture
-def eager_celery():
-    """Tasks run inside the test process at commit (Celery eager), asked for explicitly."""
-    from mentalbench.celery import app
-
-    saved = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = saved
-
-
 def test_clinicians_cannot_open_run_pages(client, db, study, endpoint_factory):
     user = get_user_model().objects.create_user("doc", password="pw-123456")
     role_add(user=user, role=CLINICIAN)
