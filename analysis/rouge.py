@@ -35,12 +35,16 @@ def rouge_l(responses: Sequence[str], references: Sequence[str] | str) -> FloatA
     ``references`` is one string per response or a single string used for all. Missing text
     (None) gives NaN; an empty text scores 0.
     """
-    from rouge_score import rouge_scorer  # imported lazily: it pulls in nltk
+    from rouge_score import rouge_scorer, tokenizers  # imported lazily: it pulls in nltk
 
     refs = [references] * len(responses) if isinstance(references, str) else list(references)
     if len(refs) != len(responses):
         raise ValueError(f"{len(responses)} responses but {len(refs)} references")
-    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+    # The library's own default tokenizer, named: left to choose it, the scorer prints "Using
+    # default tokenizer." through absl's logging on every report.
+    scorer = rouge_scorer.RougeScorer(
+        ["rougeL"], use_stemmer=False, tokenizer=tokenizers.DefaultTokenizer(use_stemmer=False)
+    )
     out = np.full(len(responses), np.nan)
     for i, (resp, ref) in enumerate(zip(responses, refs, strict=True)):
         if resp is None or ref is None:

@@ -9,6 +9,8 @@ recomputes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -97,7 +99,10 @@ def _rows(frame: pd.DataFrame, columns: list[str]) -> list[list[object]]:
 
 
 def _cache_key(kind: str, study: Study, version: str, *parts: object) -> str:
-    return f"analysis:judge-assisted:{kind}:" + ":".join(map(str, (study.pk, version, *parts)))
+    # The parts hold judges' names, which may hold spaces (memcached refuses such keys, and
+    # Django warns about them on every cache): hashed, they are a safe key on every backend.
+    digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()
+    return f"analysis:judge-assisted:{kind}:{study.pk}:{version}:{digest}"
 
 
 def _judges(study: Study, version: str) -> list[str]:

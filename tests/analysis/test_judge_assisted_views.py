@@ -232,3 +232,18 @@ def test_a_study_with_nothing_to_estimate_says_so_and_ranks_nothing(researcher_c
     report = judge_assisted_report(study=study, judges=["lone-judge"])
     assert report.ranking["place"].isna().all()
     assert report.ranking["reason"].str.startswith("not estimable").all()
+
+
+def test_judge_names_with_spaces_make_no_cache_key_warning(small_study, researcher_client):
+    """Judges' names went into the cache keys as they are: a name with a space made Django warn
+    (CacheKeyWarning: memcached refuses such keys) on every Apply."""
+    import warnings
+
+    from annotation.models import Rater
+
+    Rater.objects.filter(name="judge-y").update(name="judge y with spaces")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        response = researcher_client.get(_url(small_study.study), {"judge": "judge y with spaces"})
+    assert response.status_code == 200
+    assert not [w for w in caught if w.category.__name__ == "CacheKeyWarning"]

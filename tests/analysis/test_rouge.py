@@ -40,3 +40,14 @@ def test_correlation_matches_scipy() -> None:
 def test_correlation_degenerate() -> None:
     assert "constant" in correlation([1, 1, 1, 1], [1, 2, 3, 4]).reason
     assert math.isnan(correlation([1, 2], [2, 1]).pearson_r)
+
+
+def test_rouge_logs_nothing(caplog) -> None:
+    """The scorer, left to pick its tokenizer, logged "Using default tokenizer." at INFO on
+    every report (the server's log printed it eleven times a page); it is given the same
+    tokenizer by name."""
+    import logging
+
+    with caplog.at_level(logging.DEBUG):
+        rouge_l(["a kind reply"], "a kind and warm reply")
+    assert not [r for r in caplog.records if "tokenizer" in r.getMessage()]
