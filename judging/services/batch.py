@@ -578,9 +578,11 @@ def results_store(
                 # Tokens of an unusable answer count on the item, as in immediate mode.
                 item.input_tokens_add = outcome.input_tokens  # type: ignore[attr-defined]
                 item.output_tokens_add = outcome.output_tokens  # type: ignore[attr-defined]
-                if completion is not None and completion.truncated and run_limit and sent_limit:
+                if completion is not None and run_limit and sent_limit:
                     # A cut answer is re-asked with a raised limit, as in immediate mode.
-                    item.max_tokens = reask_limit(completion, sent_limit, base=run_limit)
+                    raised = reask_limit(reason=problem, limit=sent_limit, base=run_limit)
+                    if raised != sent_limit:
+                        item.max_tokens = raised
                 continue
         if cancelling and completion is None:
             back.append(item.id)

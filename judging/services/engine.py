@@ -434,7 +434,7 @@ async def _judge(
             outcome.parse, outcome.error = parse, ""
             return
         problems.append(f"attempt {ask}: {reason}")
-        limit = reask_limit(completion, limit, base=plan.max_tokens or JUDGE_MAX_TOKENS)
+        limit = reask_limit(reason=reason, limit=limit, base=plan.max_tokens or JUDGE_MAX_TOKENS)
     outcome.error = "no valid judge output; " + "; ".join(problems)
     problems.clear()  # the error says it all
 
@@ -456,10 +456,14 @@ def cut_off_reason(
     return f"{reason}: {detail}" if detail else reason
 
 
-def reask_limit(completion: providers.Completion, limit: int, *, base: int) -> int:
+def reask_limit(*, reason: str, limit: int, base: int) -> int:
     """The token limit for the re-ask: doubled after a cut-off answer, up to
-    CUT_OFF_MAX_TOKENS_FACTOR × the run's own limit; unchanged after any other problem."""
-    if not completion.truncated:
+    CUT_OFF_MAX_TOKENS_FACTOR × the run's own limit; unchanged after any other problem.
+
+    ``reason`` is why the answer was refused. A cut-off answer is one the provider said it cut
+    (cut_off_reason) *or* one whose JSON never closes though the provider said it stopped
+    (scoring.parsing): both start with CUT_OFF, and both need more room, not the same again."""
+    if not reason.startswith(CUT_OFF):
         return limit
     return min(limit * 2, base * CUT_OFF_MAX_TOKENS_FACTOR)
 
@@ -500,7 +504,9 @@ async def _label(
             outcome.label_parse, outcome.error = parse, ""
             return
         problems.append(f"attempt {ask}: {reason}")
-        limit = reask_limit(completion, limit, base=plan.max_tokens or LABELLING_MAX_TOKENS)
+        limit = reask_limit(
+            reason=reason, limit=limit, base=plan.max_tokens or LABELLING_MAX_TOKENS
+        )
     outcome.error = "no valid label output; " + "; ".join(problems)
     problems.clear()
 

@@ -97,6 +97,30 @@ def test_the_re_ask_after_a_cut_doubles_max_tokens(
     assert _sent_limits(fake_llm, mark) == [CUTTING_LIMIT, 2 * CUTTING_LIMIT]
 
 
+def test_json_that_never_closes_is_re_asked_with_a_doubled_limit_though_the_server_said_stop(
+    endpoint_factory, fake_llm
+):
+    """Cut off whatever the provider's finish reason says: the answer needs more room, so its
+    re-ask doubles the limit (it kept 1024, 1024, 1024 when only the provider's flag counted)."""
+    mark = marker("cut_unreported")
+    study, _ = texts_study_make(texts={"cut": mark})
+    run = judge(study, endpoint_factory("openai"), max_tokens=64, max_output_attempts=3)
+    assert _sent_limits(fake_llm, mark) == [64, 128, 256]
+    item = RunItem.objects.get(run=run)
+    assert item.last_error.count("the JSON answer never closes") == 3
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_batch_re_ask_after_json_that_never_closes_doubles_the_limit(
+    endpoint_factory, fake_llm, provider
+):
+    mark = marker("cut_unreported")
+    study, _ = texts_study_make(texts={"cut": mark})
+    endpoint = batch_endpoint(endpoint_factory, provider)
+    poll_until_settled(launch(study, endpoint, max_tokens=64, max_output_attempts=3))
+    assert _sent_limits(fake_llm, mark) == [64, 128, 256]
+
+
 def test_the_raised_limit_stops_at_four_times_the_runs_own(endpoint_factory, fake_llm):
     mark = marker("ok")
     study, _ = texts_study_make(texts={"cut": mark})
