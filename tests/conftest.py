@@ -58,6 +58,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # What they test (who may sign in, lock-outs, resets) is the same with a cheap hasher; the
     # deployment's hasher is Django's default (mentalbench/settings.py leaves it alone).
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Static files come from the source folders in tests (live_server serves them through the
+    # finders). A staticfiles/ that `bin/up` collected in the checkout holds a manifest, which
+    # would give pages hashed names the test server then answers 404: every chart stayed
+    # undrawn. An empty folder of the test run's own keeps the manifest out.
+    settings.STATIC_ROOT = Path(tempfile.mkdtemp(prefix="mentalbench-test-static-"))
     # force_login of staff or an admin-group member signs in with a second factor, as the
     # platform requires of them (tests/second_factor.py).
     from django.test import Client

@@ -97,6 +97,27 @@ OVERFLOW_JS = """
 }
 """
 
+# Words of a table cell that the layout broke across lines ("cli/ni/ci/an"): each word, a run
+# of letters or digits, as a DOM range whose boxes sit on more than one line.
+BROKEN_WORDS_JS = """
+() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll("main th, main td")) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.textContent.matchAll(/[\\p{L}\\p{N}]{2,}/gu)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+        if (tops.size > 1) broken.push(match[0]);
+      }
+    }
+  }
+  return [...new Set(broken)].slice(0, 8);
+}
+"""
+
 # Pages that draw after load: wait for their charts and Swagger UI before measuring.
 READY_JS = """
 () => [...document.querySelectorAll("[data-vega-spec]")].every(
@@ -244,6 +265,10 @@ def test_every_page_fits_a_phone_and_passes_axe(
                 problems.append(f"{where}: charts or Swagger UI not drawn within 60 s")
             for wide in page.evaluate(OVERFLOW_JS):
                 problems.append(f"{where}: wider than the screen: {wide}")
+            if width == 360:
+                broken = page.evaluate(BROKEN_WORDS_JS)
+                if broken:
+                    problems.append(f"{where}: words broken inside a table cell: {broken}")
             axe_rules = axe_rules or page.evaluate(AXE_RULES_JS)
             for violation in page.evaluate(AXE_JS, axe_rules):
                 problems.append(f"{where}: axe {violation}")

@@ -50,8 +50,8 @@ def test_clinician_rates_a_practice_conversation_and_sees_the_reference(
     page.press("#id_password", "Enter")
     page.wait_for_url("**/rate/")
     # Only the practice conversation is in the queue until the clinician passes.
-    assert page.locator("table.card tbody tr").count() == 1
-    assert "practice" in page.inner_text("table.card")
+    assert page.locator(".card table tbody tr").count() == 1
+    assert "practice" in page.inner_text(".card table")
     page.click("#continue")
     page.wait_for_url(f"**/rate/{practice.token}/")
 
@@ -84,4 +84,4 @@ def test_clinician_rates_a_practice_conversation_and_sees_the_reference(
     # Passed (mean 0.14 ≤ 0.75, no score 2 off): the real conversation is in the queue now.
     page.click("#practice-continue")
     page.wait_for_url("**/rate/")
-    assert page.locator("table.card tbody tr").count() == 2
+    assert page.locator(".card table tbody tr").count() == 2
