@@ -7,12 +7,15 @@ nothing (the conversation is already theirs). `topup_summary` counts what is mis
 
 - Work nobody has started gets its whole order drawn again from its seed, as if the new
   responses had been there from the start.
-- Work that was started or submitted is left as it is: submitted stays submitted, its scores
-  locked and counted. The new responses come as a task of their own for the same clinician (the
-  next `Assignment.part`): the conversation with all its responses in a fresh random order with
-  fresh letters, those rated before shown read-only with their scores (`AssignmentItem.earlier`)
-  and the new ones to rate. So the new responses sit at random places and letters, never "the
-  last letter", and no letter or position names a system across conversations or clinicians.
+- Work in progress (started, not submitted) gets the new responses in place too, each at a
+  random position among the responses already shown (which keep their order, tokens and
+  scores): nothing of it was submitted, so nothing of it is shown read-only.
+- Submitted work stays submitted, its scores locked and counted. The new responses come as a
+  task of their own for the same clinician (the next `Assignment.part`): the conversation with
+  all its responses in a fresh random order with fresh letters, those rated and submitted
+  before shown read-only with their scores (`AssignmentItem.earlier`) and the new ones to rate.
+  So the new responses sit at random places and letters, never "the last letter", and no letter
+  or position names a system across conversations or clinicians.
 - Repeats (test-retest) are topped up by the same rule as real work, so a repeat shows the same
   responses as its original and cannot be told from it by a missing response.
 - Flagged work was set aside on purpose and is left alone; reclaimed work lives on in another
@@ -97,6 +100,42 @@ def _summary(missing: dict[Group, tuple[list[Assignment], list[int]]]) -> TopUpS
     )
 
 
+def _insert_at_random(
+    assignment: Assignment, new: list[int], *, rng: random.Random, user: User | None
+) -> None:
+    """Add ``new`` responses to an open, started assignment, each at a random position among
+    those already shown; those keep their relative order, tokens and scores. Before, such work
+    got a part of its own in which every response of the unfinished one was "rated before,
+    read-only", even with no score at all. The caller holds the assignment's lock."""
+    shown = list(assignment.items.order_by("position"))
+    order: list[AssignmentItem | int] = list(shown)
+    for response_id in new:
+        order.insert(rng.randint(0, len(order)), response_id)
+    # Positions are unique per assignment: move the kept items out of the way first.
+    offset = len(order) + 1000
+    for item in shown:
+        item.position += offset
+    AssignmentItem.objects.bulk_update(shown, ["position"])
+    created = []
+    for position, entry in enumerate(order):
+        if isinstance(entry, AssignmentItem):
+            entry.position = position
+        else:
+            created.append(
+                AssignmentItem(assignment=assignment, response_id=entry, position=position)
+            )
+    AssignmentItem.objects.bulk_update(shown, ["position"])
+    AssignmentItem.objects.bulk_create(created)
+    AssignmentChange.objects.create(
+        assignment=assignment,
+        field="items",
+        old_value=f"{len(shown)} responses (in progress)",
+        new_value=f"{len(order)} responses (added response ids {', '.join(map(str, new))}, "
+        "at random places among those shown)",
+        changed_by=user,
+    )
+
+
 @transaction.atomic
 def topup_assign(
     *, study: Study, user: User | None, rng: random.Random | None = None
@@ -143,6 +182,9 @@ def topup_assign(
             )
             continue
         last = locked[-1]
+        if last.is_open:
+            _insert_at_random(last, new, rng=rng, user=user)
+            continue
         given = sorted(
             AssignmentItem.objects.filter(assignment__in=locked)
             .order_by()

@@ -151,19 +151,34 @@ def test_unstarted_work_gets_the_added_response_in_place_from_its_seed(study, cl
     assert not Assignment.objects.filter(part__gt=0).exists()
 
 
-def test_work_in_progress_is_left_as_it_is_and_the_added_response_comes_as_a_part(study, clinician):
+def test_work_in_progress_gets_the_added_response_in_place_and_nothing_read_only(study, clinician):
+    """Started, not submitted: the added response joins the open task at a random place; the
+    responses already shown keep their order, tokens and scores, and none is "rated before":
+    a part of its own once marked every response of the unfinished task read-only, even with no
+    score, and a save to one answered 409 "submitted before"."""
     (assignment, *_) = assignments_create(study=study, clinicians=[clinician])
     first = assignment.items.order_by("position").first()
+    attribute = study.rubric.attributes.first()
     rating_save(assignment=assignment, item_token=first.token, user=clinician.user,
-                attribute_id=study.rubric.attributes.first().pk, score=2)  # fmt: skip
+                attribute_id=attribute.pk, score=2)  # fmt: skip
     before = _order(assignment)
-    _add_responder(study)
-    topup_assign(study=study, user=None)
+    tokens = set(assignment.items.values_list("token", flat=True))
+    added = _add_responder(study)
+    topup_assign(study=study, user=None, rng=random.Random(5))
     assignment.refresh_from_db()
-    assert assignment.status == Assignment.Status.IN_PROGRESS and _order(assignment) == before
-    part = Assignment.objects.get(rater=clinician, conversation=assignment.conversation, part=1)
-    assert set(part.items.filter(earlier=True).values_list("response_id", flat=True)) == set(before)
-    assert part.items.filter(earlier=False).count() == 1
+    assert assignment.status == Assignment.Status.IN_PROGRESS
+    after = _order(assignment)
+    new_id = next(r.pk for r in added if r.conversation_id == assignment.conversation_id)
+    assert [r for r in after if r != new_id] == before and new_id in after
+    assert tokens <= set(assignment.items.values_list("token", flat=True))
+    assert not assignment.items.filter(earlier=True).exists()
+    assert not Assignment.objects.filter(conversation=assignment.conversation, part=1).exists()
+    page = rating_page(assignment=assignment)
+    assert not page.has_earlier and page.scored == 1
+    # Every response can be rated, the added one and those not scored yet, and then submitted.
+    _submit(assignment, clinician.user)
+    assignment.refresh_from_db()
+    assert assignment.status == Assignment.Status.SUBMITTED
 
 
 def test_flagged_work_is_left_alone_and_counts_neither_done_nor_assigned(study, clinician):
