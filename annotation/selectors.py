@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Case, Count, Q, Sum, When
+from django.db.models import Case, Count, Sum, When
 from django.http import Http404
 
 from .models import (
@@ -28,9 +28,9 @@ from .models import (
     Study,
 )
 
-# What a "done" count counts: submitted real work (repeats and top-up parts are real work to the
-# clinician). Practice is training, not work; flagged work was set aside, not done, and leaves the
-# total too. Submitted work never reopens (a top-up adds a part), so "done" never goes backwards.
+# What a "done" count counts: submitted work, per kind of task (conversations, messages to label,
+# practice, repeats, added responses: task_kind). Flagged work was set aside, not done, and leaves
+# the total too. Submitted work never reopens (a top-up adds a part), so "done" never goes back.
 NOT_COUNTED = (Assignment.Status.RECLAIMED, Assignment.Status.FLAGGED)
 
 
@@ -48,48 +48,160 @@ def assignment_get_for_user(*, user, token: str) -> Assignment:
 
 
 def assignments_for_user(*, user):
+    """The user's tasks they may open now: every assignment but reclaimed work and real work
+    that waits for their practice result (``waiting_for_training_q``)."""
     from .training import waiting_for_training_q
 
     return (
-        Assignment.objects.filter(rater__user_id=user.pk)
-        .exclude(status=Assignment.Status.RECLAIMED)
+        _own(user=user)
         # Real work waits until the clinician has passed the study's training (if they have any).
         .exclude(waiting_for_training_q(user=user))
-        .select_related("conversation__study")
         .order_by("created_at", "token")
     )
 
 
+def _own(*, user):
+    return (
+        Assignment.objects.filter(rater__user_id=user.pk)
+        .exclude(status=Assignment.Status.RECLAIMED)
+        .select_related("conversation__study")
+    )
+
+
+# The kinds of task a clinician's queue tells apart, with what one of each is called (one, many).
+# A test-retest repeat is not one of them: it comes back unmarked, as a conversation like any
+# other (a repeat the clinician can tell apart measures nothing).
+TASK_KINDS: dict[str, tuple[str, str]] = {
+    "rating": ("conversation", "conversations"),
+    "label": ("message to label", "messages to label"),
+    "practice": ("practice conversation", "practice conversations"),
+    "added": ("conversation with added responses", "conversations with added responses"),
+}
+
+
+def task_kind(assignment: Assignment) -> str:
+    """What kind of task an assignment is to the clinician (a key of TASK_KINDS)."""
+    if assignment.kind == Assignment.Kind.PRACTICE:
+        return "practice"
+    if assignment.part:
+        return "added"
+    if assignment.conversation.study.kind == Study.Kind.DISTORTION_LABELLING:
+        return "label"
+    return "rating"
+
+
 @dataclass
-class Progress:
+class KindProgress:
+    kind: str
     done: int
     total: int
+
+    @property
+    def noun(self) -> str:
+        one, many = TASK_KINDS[self.kind]
+        return one if self.total == 1 else many
+
+
+@dataclass
+class Progress:
+    """Done / assigned per kind of task (flagged and reclaimed work left out); ``kind`` picks
+    the bar's kind (the open task's, on its page), else the bar shows every task."""
+
+    kinds: list[KindProgress]
+    kind: str | None = None
+
+    def _shown(self) -> list[KindProgress]:
+        return [k for k in self.kinds if self.kind is None or k.kind == self.kind]
+
+    @property
+    def done(self) -> int:
+        return sum(k.done for k in self._shown())
+
+    @property
+    def total(self) -> int:
+        return sum(k.total for k in self._shown())
 
     @property
     def percent(self) -> int:
         return round(100 * self.done / self.total) if self.total else 0
 
 
-def progress_for_user(*, user) -> Progress:
-    counts = (
-        assignments_for_user(user=user)
-        .exclude(kind=Assignment.Kind.PRACTICE)
-        .exclude(status__in=NOT_COUNTED)
-        .aggregate(
-            total=Count("id"), done=Count("id", filter=Q(status=Assignment.Status.SUBMITTED))
-        )
+def progress_for_user(*, user, kind: str | None = None) -> Progress:
+    """Per kind of task, how many the clinician submitted of those assigned to them, work that
+    waits for their practice result included (it is theirs, only not yet open)."""
+    counts: dict[str, list[int]] = {k: [0, 0] for k in TASK_KINDS}
+    for assignment in _own(user=user).exclude(status__in=NOT_COUNTED).only(
+        "kind", "part", "status", "conversation__study__kind"
+    ):
+        pair = counts[task_kind(assignment)]
+        pair[1] += 1
+        pair[0] += assignment.status == Assignment.Status.SUBMITTED
+    return Progress(
+        kinds=[KindProgress(k, done, total) for k, (done, total) in counts.items() if total],
+        kind=kind,
     )
-    return Progress(done=counts["done"], total=counts["total"])
 
 
-def next_assignment_for_user(*, user) -> Assignment | None:
-    # In-progress work first (resume where one stopped), then the oldest unstarted one.
+def next_assignment_for_user(*, user, kind: str | None = None) -> Assignment | None:
+    """The task to open next: practice first (training comes before real work), in-progress
+    work before unstarted (resume where one stopped), oldest first; with ``kind``, a task of
+    that kind when one is open (after a message is labelled, the next message to label)."""
     open_ = assignments_for_user(user=user).filter(
         status__in=[Assignment.Status.IN_PROGRESS, Assignment.Status.PENDING]
     )
-    # Practice first (training comes before real work); "in_progress" sorts before "pending".
     practice_first = Case(When(kind=Assignment.Kind.PRACTICE, then=0), default=1)
-    return open_.order_by(practice_first, "status", "created_at", "token").first()
+    ordered = list(open_.order_by(practice_first, "status", "created_at", "token"))
+    if kind is not None and ordered and ordered[0].kind != Assignment.Kind.PRACTICE:
+        same = [a for a in ordered if task_kind(a) == kind]
+        if same:
+            return same[0]
+    return ordered[0] if ordered else None
+
+
+@dataclass
+class QueueRow:
+    assignment: Assignment
+    kind: str
+    #: Real work that opens once the clinician passes the study's practice.
+    waiting: bool
+
+
+@dataclass
+class TrainingNote:
+    study: Study
+    failed: bool  # the practice was submitted and did not meet the study's rule
+    waiting: int  # tasks of the study that wait for the result
+
+
+@dataclass
+class Queue:
+    rows: list[QueueRow]
+    notes: list[TrainingNote]
+
+
+def queue_for_user(*, user) -> Queue:
+    """Every task of the clinician, practice beside real work: each with its kind, and real
+    work that waits for a practice result shown as waiting (not hidden), with a note per such
+    study saying what happens next."""
+    from .models import TrainingOutcome
+
+    openable = set(assignments_for_user(user=user).values_list("pk", flat=True))
+    rows = [
+        QueueRow(a, task_kind(a), a.pk not in openable)
+        for a in _own(user=user).order_by("created_at", "token")
+    ]
+    failed = set(
+        TrainingOutcome.objects.filter(rater__user_id=user.pk, passed=False).values_list(
+            "study_id", flat=True
+        )
+    )
+    waiting: Counter[int] = Counter(r.assignment.conversation.study_id for r in rows if r.waiting)
+    studies = {r.assignment.conversation.study_id: r.assignment.conversation.study for r in rows}
+    notes = [
+        TrainingNote(studies[study_id], study_id in failed, count)
+        for study_id, count in waiting.items()
+    ]
+    return Queue(rows=rows, notes=notes)
 
 
 @dataclass

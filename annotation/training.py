@@ -388,15 +388,21 @@ def training_let_through(*, study: Study, rater: Rater, user: User) -> TrainingO
 
 
 def waiting_for_training_q(*, user) -> Q:
-    """Assignments of `user` held back because they have practice work in that study and have
-    not passed it yet (an Assignment filter; practice itself is never held back)."""
+    """Open assignments of `user` held back because they have practice work in that study and
+    have not passed it yet (an Assignment filter; practice itself is never held back)."""
     passed = TrainingOutcome.objects.filter(rater__user_id=user.pk, passed=True).values("study_id")
     in_training = (
         Assignment.objects.filter(rater__user_id=user.pk, kind=Assignment.Kind.PRACTICE)
         .exclude(conversation__study_id__in=passed)
         .values("conversation__study_id")
     )
-    return ~Q(kind=Assignment.Kind.PRACTICE) & Q(conversation__study_id__in=in_training)
+    # Only open work waits: what the clinician submitted before the practice was given stays
+    # theirs to look at.
+    return (
+        ~Q(kind=Assignment.Kind.PRACTICE)
+        & Q(conversation__study_id__in=in_training)
+        & Q(status__in=[Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS])
+    )
 
 
 @dataclass

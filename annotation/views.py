@@ -23,7 +23,9 @@ from .selectors import (
     label_page,
     next_assignment_for_user,
     progress_for_user,
+    queue_for_user,
     rating_page,
+    task_kind,
 )
 from .services import (
     AssignmentIncomplete,
@@ -142,7 +144,7 @@ def _import_upload(request: HttpRequest, handler: UploadLimitHandler) -> HttpRes
 def _rating_context(request: HttpRequest, assignment, **extra) -> dict:
     return {
         "page": rating_page(assignment=assignment),
-        "progress": progress_for_user(user=request.user),
+        "progress": progress_for_user(user=request.user, kind=task_kind(assignment)),
         "flag_form": extra.pop("flag_form", None) or FlagForm(),
         **extra,
     }
@@ -150,12 +152,11 @@ def _rating_context(request: HttpRequest, assignment, **extra) -> dict:
 
 @role_required(CLINICIAN)
 def queue(request: HttpRequest) -> HttpResponse:
-    assignments = list(assignments_for_user(user=request.user))
     return render(
         request,
         "annotation/queue.html",
         {
-            "assignments": assignments,
+            "queue": queue_for_user(user=request.user),
             "progress": progress_for_user(user=request.user),
             "next": next_assignment_for_user(user=request.user),
         },
@@ -176,7 +177,7 @@ def _is_labelling(assignment) -> bool:
 def _label_context(request: HttpRequest, assignment, **extra) -> dict:
     return {
         "page": label_page(assignment=assignment),
-        "progress": progress_for_user(user=request.user),
+        "progress": progress_for_user(user=request.user, kind=task_kind(assignment)),
         "flag_form": extra.pop("flag_form", None) or FlagForm(),
         **extra,
     }
@@ -185,6 +186,10 @@ def _label_context(request: HttpRequest, assignment, **extra) -> dict:
 @role_required(CLINICIAN)
 def rate(request: HttpRequest, token: str) -> HttpResponse:
     assignment = assignment_get_for_user(user=request.user, token=token)
+    if not assignments_for_user(user=request.user).filter(pk=assignment.pk).exists():
+        # Real work that waits for the clinician's practice result: the queue says why.
+        messages.info(request, "This task opens once your practice in this study has passed.")
+        return redirect("annotation:queue")
     if _is_labelling(assignment):
         return render(request, "annotation/label.html", _label_context(request, assignment))
     return render(request, "annotation/rate.html", _rating_context(request, assignment))
@@ -255,7 +260,7 @@ def submit(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
             messages.error(request, str(exc))
             return redirect("annotation:rate", token=token)
         messages.success(request, "Message labelled. Thank you.")
-        return _to_next(request)
+        return _to_next(request, after=assignment)
     try:
         assignment = assignment_submit(assignment=assignment, user=request.user)
     except AssignmentIncomplete as exc:
@@ -272,7 +277,7 @@ def submit(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
         # Training: the clinician's scores beside the reference before the next conversation.
         return redirect("annotation:practice_feedback", token=token)
     messages.success(request, "Conversation submitted. Thank you.")
-    return _to_next(request)
+    return _to_next(request, after=assignment)
 
 
 @require_POST
@@ -292,7 +297,7 @@ def flag(request: HttpRequest, token: str) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("annotation:rate", token=token)
     messages.success(request, "Conversation flagged; an admin will look at it.")
-    return _to_next(request)
+    return _to_next(request, after=assignment)
 
 
 @require_POST
@@ -303,8 +308,10 @@ def heartbeat(request: HttpRequest, token: str) -> HttpResponse:
     return HttpResponse(status=204)
 
 
-def _to_next(request: HttpRequest) -> HttpResponse:
-    following = next_assignment_for_user(user=request.user)
+def _to_next(request: HttpRequest, *, after) -> HttpResponse:
+    """The next task, of the same kind as the one just finished where one is open: after a
+    message is labelled, the next message to label, not a conversation of seventy scores."""
+    following = next_assignment_for_user(user=request.user, kind=task_kind(after))
     if following is None:
         return redirect("annotation:queue")
     return redirect("annotation:rate", token=following.token)

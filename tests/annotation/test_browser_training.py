@@ -49,8 +49,10 @@ def test_clinician_rates_a_practice_conversation_and_sees_the_reference(
     page.fill("#id_password", "tess-password-1")
     page.press("#id_password", "Enter")
     page.wait_for_url("**/rate/")
-    # Only the practice conversation is in the queue until the clinician passes.
-    assert page.locator(".card table tbody tr").count() == 1
+    # The practice comes first; the real conversation is listed beside it, waiting for the
+    # practice result (it cannot be opened until then).
+    assert page.locator(".card table tbody tr").count() == 2
+    assert page.locator(".card table tbody tr", has_text="after your practice").count() == 1
     assert "practice" in page.inner_text(".card table")
     page.click("#continue")
     page.wait_for_url(f"**/rate/{practice.token}/")
@@ -81,7 +83,8 @@ def test_clinician_rates_a_practice_conversation_and_sees_the_reference(
         Path(shots).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(shots) / "practice-feedback.png"), full_page=True)
 
-    # Passed (mean 0.14 ≤ 0.75, no score 2 off): the real conversation is in the queue now.
+    # Passed (mean 0.14 ≤ 0.75, no score 2 off): the real conversation opens now.
     page.click("#practice-continue")
     page.wait_for_url("**/rate/")
     assert page.locator(".card table tbody tr").count() == 2
+    assert page.locator(".card table tbody tr", has_text="after your practice").count() == 0

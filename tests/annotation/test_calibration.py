@@ -37,7 +37,7 @@ from annotation.training import (
     training_compare,
     training_outcome_record,
 )
-from tests.factories import study_make
+from tests.factories import clinician_make, study_make
 
 
 def _rate_all(assignment, user, score=lambda item, attribute: 3):
@@ -525,3 +525,41 @@ def test_practice_and_repeats_stay_with_their_clinician(
             move(assignment=practice, rater=other_clinician)
     practice.refresh_from_db()
     assert practice.rater == clinician and practice.status == Assignment.Status.PENDING
+
+
+def test_practice_sits_beside_real_work_in_the_queue_and_says_what_happens_next(db, client):
+    """A clinician who submitted real work is then given practice: the queue keeps every task of
+    the study (the submitted one viewable, the open ones waiting for the practice result), each
+    kind with its own count, and after a failed practice it says what comes next. Before, every
+    row of the study vanished while the header still counted them."""
+    from annotation.models import TrainingOutcome
+
+    study = study_make(name="Beside", conversations=3)
+    practice_conversations_mark(study=study, external_ids=["c0"])
+    ReferenceScore.objects.bulk_create(
+        ReferenceScore(response=response, attribute=attribute, value=3)
+        for response in Response.objects.filter(
+            conversation__study=study, conversation__practice=True
+        )
+        for attribute in study.rubric.attributes.all()
+    )
+    rater = clinician_make(username="bea")
+    real = assignments_create(study=study, clinicians=[rater])
+    _rate_all(real[0], rater.user)
+    assignment_submit(assignment=real[0], user=rater.user)
+    (practice,) = practice_assign(study=study, clinicians=[rater])
+    client.force_login(rater.user)
+    html = client.get(reverse("annotation:queue")).content.decode()
+    assert html.count('class="task-rating"') == 2 and html.count('class="task-practice"') == 1
+    assert html.count("after your practice") == 1  # the open one; the submitted one is viewable
+    assert f'href="/rate/{real[0].token}/">View' in html
+    assert "1 / 2 conversations" in html and "0 / 1 practice conversation" in html
+    assert "once you pass its practice" in html
+    # The waiting task does not open by its URL either: the queue says why.
+    response = client.get(reverse("annotation:rate", args=[real[1].token]))
+    assert response.status_code == 302 and response.url == reverse("annotation:queue")
+    # A failed practice: the queue says the study lead decides next.
+    TrainingOutcome.objects.create(study=study, rater=rater, passed=False, scores=21)
+    Assignment.objects.filter(pk=practice.pk).update(status=Assignment.Status.SUBMITTED)
+    html = client.get(reverse("annotation:queue")).content.decode()
+    assert "did not meet the study's rule yet" in html and "either let you through" in html

@@ -259,3 +259,24 @@ def test_label_changes_appear_in_the_admin_audit_trail(
     rows = client.get(reverse("annotation:manage_audit"), {"format": "labels-csv"})
     lines = rows.content.decode().strip().splitlines()
     assert len(lines) == 3 and lines[-1].endswith("labels,Labeling,Mind Reading")
+
+
+@pytest.mark.django_db
+def test_a_labelled_message_leads_to_the_next_message_and_counts_as_one(
+    alice, ranked_study, clinician
+):
+    """Submitting a label opened a rating conversation of seventy scores when one was older in
+    the queue; the next task is the next message to label, and the progress counts messages as
+    messages, not as conversations."""
+    from tests.factories import study_make
+
+    rating = assignments_create(study=study_make(name="Older ratings"), clinicians=[clinician])
+    first, second, _ = _assign(ranked_study, clinician)
+    _save(alice, first, {"dominant": "Overgeneralization", "edited_ms": 500})
+    response = alice.post(reverse("annotation:submit", args=[first.token]))
+    assert response.url == reverse("annotation:rate", args=[second.token])
+    assert rating[0].token not in response.url
+    page = alice.get(response.url).content.decode()
+    assert "1 / 3 messages to label" in page
+    queue = alice.get(reverse("annotation:queue")).content.decode()
+    assert f"0 / {len(rating)} conversations" in queue and "1 / 3 messages to label" in queue

@@ -62,8 +62,11 @@ def every_state(db, django_user_model):
 
 def _queue_rows(client) -> dict[str, str]:
     html = client.get(reverse("annotation:queue")).content.decode()
+    # Number, study, kind of task, status, the link.
     rows = re.findall(
-        r'<td>[^<]*</td><td>[^<]*</td><td>([^<]+)</td><td><a href="/rate/([^/]+)/"', html
+        r'<td>[^<]*</td><td>[^<]*</td><td class="task-[a-z]+">[^<]*</td><td>([^<]+)</td>'
+        r'<td><a href="/rate/([^/]+)/"',
+        html,
     )
     return {token: label for label, token in rows}
 
@@ -99,7 +102,7 @@ def test_done_counts_submitted_work_out_of_the_work_that_is_still_hers(every_sta
     client.force_login(cleo.user)
     html = client.get(reverse("annotation:queue")).content.decode()
     # Pending, in progress and submitted count; flagged and reclaimed work is neither.
-    assert "1 / 3 conversations done" in html
+    assert "1 / 3 conversations</span> done" in html
 
 
 def test_the_admin_progress_row_agrees(every_state, client, admin_member):

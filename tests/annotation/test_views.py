@@ -137,11 +137,11 @@ def test_submit_locks_and_opens_the_next_conversation_and_progress_advances(alic
         for attribute in _attribute_ids(assignment):
             _save(alice, assignment, item=item.token, attribute=attribute, score=4)
     queue = alice.get(reverse("annotation:queue")).content.decode()
-    assert "0 / 3 conversations done" in queue
+    assert "0 / 3 conversations</span> done" in queue
     response = alice.post(reverse("annotation:submit", args=[assignment.token]))
     following = Assignment.objects.filter(rater=assignment.rater, status="pending").first()
     assert response["Location"] == reverse("annotation:rate", args=[following.token])
-    assert "1 / 3 conversations done" in alice.get(response["Location"]).content.decode()
+    assert "1 / 3 conversations</span> done" in alice.get(response["Location"]).content.decode()
     locked = alice.get(reverse("annotation:rate", args=[assignment.token])).content.decode()
     assert "can no longer be edited" in locked and "hx-post" not in locked
     item = assignment.items.first()
