@@ -130,8 +130,10 @@ def progress_for_user(*, user, kind: str | None = None) -> Progress:
     """Per kind of task, how many the clinician submitted of those assigned to them, work that
     waits for their practice result included (it is theirs, only not yet open)."""
     counts: dict[str, list[int]] = {k: [0, 0] for k in TASK_KINDS}
-    for assignment in _own(user=user).exclude(status__in=NOT_COUNTED).only(
-        "kind", "part", "status", "conversation__study__kind"
+    for assignment in (
+        _own(user=user)
+        .exclude(status__in=NOT_COUNTED)
+        .only("kind", "part", "status", "conversation__study__kind")
     ):
         pair = counts[task_kind(assignment)]
         pair[1] += 1

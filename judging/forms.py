@@ -115,18 +115,27 @@ class EndpointForm(forms.ModelForm):
 
 
 class _ExecutionFields(forms.Form):
+    """How a run executes: settings most launches leave at their defaults, shown folded under
+    the fields a person thinks of first (what to run, on what, how often: ``main_fields``)."""
+
+    #: Shown folded, as "Advanced settings", after the fields of the launch's question.
+    ADVANCED = (
+        "mode", "temperature", "max_tokens", "max_output_attempts", "concurrency", "rate_limit",
+        "parallel_tasks",
+    )  # fmt: skip
+
+    def main_fields(self) -> list[forms.BoundField]:
+        return [field for field in self if field.name not in self.ADVANCED]
+
+    def advanced_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.ADVANCED if name in self.fields]
+
     mode = forms.ChoiceField(
         choices=Run.Mode.choices,
         initial=Run.Mode.IMMEDIATE,
         required=False,
         help_text="batch: the provider's batch interface (OpenAI, Anthropic, servers marked "
         "'supports batch'): about half the price, results within 24 hours",
-    )
-    # Set once the admin has seen the cost estimate; launching needs it.
-    confirm_cost = forms.BooleanField(
-        required=False,
-        label="I have read the cost estimate",
-        help_text="the first submit shows the estimate; tick this and submit again to launch",
     )
     concurrency = forms.IntegerField(
         min_value=1,

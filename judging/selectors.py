@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.db.models import Count, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce, Left, Length
@@ -93,7 +94,13 @@ def run_progress(*, run: Run) -> RunProgress:
         window = max(1.0, min(window, (now - run.started_at).total_seconds()))
     per_second = row["recent"] / window
     remaining = row["pending"] + row["running"]
-    eta = remaining / per_second if per_second and run.is_active else None
+    # The recent rate, or where nothing finished in the window (slow items, a pause), the rate
+    # since the run started: an ETA from what was measured, not a dash while items finish.
+    rate = per_second
+    finished = row["done"] + row["failed"]
+    if not rate and finished and run.started_at:
+        rate = finished / max(1.0, (now - run.started_at).total_seconds())
+    eta = remaining / rate if rate and run.is_active else None
     return RunProgress(
         total=row["total"],
         pending=row["pending"],
@@ -215,3 +222,32 @@ def prompt_preview(*, study_id: int, kind: str, endpoint=None) -> PromptPreview:
         return PromptPreview(f"conversation {conversation.external_id}", system, user)
     except ValueError as exc:
         return PromptPreview("", "", "", str(exc))
+
+
+def run_rating_rows(*, run: Run) -> tuple[list[str], list[list[Any]]]:
+    """The run's ratings as CSV rows for its admins: conversation, responder, repeat, status,
+    the error of an invalid one, and one column per rubric attribute (empty where unscored).
+    Judge runs only store ratings; other kinds give the header and no row."""
+    from annotation.models import Rating, Score
+
+    attributes = [a["name"] for a in study_rubric(study_id=run.study_id)]
+    header: list[str] = ["conversation", "responder", "repeat", "status", "error", *attributes]
+    ratings = list(
+        Rating.objects.filter(run=run)
+        .order_by("response__conversation__external_id", "response__responder__key", "repeat")
+        .values_list(
+            "id", "response__conversation__external_id", "response__responder__key", "repeat",
+            "status", "error",
+        )
+    )  # fmt: skip
+    scores: dict[int, dict[str, int]] = {}
+    for rating_id, name, value in Score.objects.filter(rating__run=run).values_list(
+        "rating_id", "attribute__name", "value"
+    ):
+        scores.setdefault(rating_id, {})[name] = value
+    rows = [
+        [conversation, responder, repeat, status, error,
+         *(scores.get(pk, {}).get(a, "") for a in attributes)]
+        for pk, conversation, responder, repeat, status, error in ratings
+    ]  # fmt: skip
+    return header, rows

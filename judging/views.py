@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -15,8 +16,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from annotation.csvsafe import csv_attachment, csv_text
 from annotation.roles import ADMIN, role_required
 
 from . import selectors, services
@@ -74,12 +77,42 @@ def _run_context(run: Run) -> dict:
         "can_cancel": run.can_cancel,
         "can_resume": run.can_resume(pending_items=progress.pending),
         "can_retry": run.can_retry(failed_items=progress.failed),
+        "results": _results_links(run),
     }
+
+
+def _results_links(run: Run) -> list[tuple[str, str]]:
+    """Where a run's results are read: its own ratings (CSV), and for a judge run the study's
+    dashboard with this judge and the judge-assisted page with it. (label, url) pairs."""
+    links = [("Its ratings (CSV)", reverse("judging:run_ratings_csv", args=[run.pk]))]
+    judge = run.rater.name if run.rater_id and run.rater else None
+    if run.kind == Run.Kind.JUDGE and judge:
+        query = urlencode({"judge": judge})
+        links += [
+            ("The study's dashboard with this judge",
+             f"{reverse('analysis:dashboard', args=[run.study_id])}?{query}"),
+            ("Judge-assisted estimates with this judge",
+             f"{reverse('analysis:judge_assisted', args=[run.study_id])}?{query}"),
+        ]  # fmt: skip
+    if run.kind == Run.Kind.LABELLING:
+        links.append(
+            ("The study's distortion dashboard",
+             reverse("analysis:distortions", args=[run.study_id]))
+        )  # fmt: skip
+    return links
 
 
 @role_required(ADMIN)
 def runs(request: HttpRequest) -> HttpResponse:
     return render(request, "judging/runs.html", {"runs": list(selectors.runs_list())})
+
+
+@role_required(ADMIN)
+def run_ratings_csv(request: HttpRequest, pk: int) -> HttpResponse:
+    """A run's own ratings, one row per response (and repeat), for the admins who ran it."""
+    run = get_object_or_404(Run, pk=pk)
+    header, rows = selectors.run_rating_rows(run=run)
+    return csv_attachment(csv_text(header, rows), filename=f"run-{run.pk}-ratings.csv")
 
 
 @role_required(ADMIN)
@@ -105,36 +138,45 @@ def _launch_context(request: HttpRequest, kind: str, **context) -> dict:
     }
 
 
-def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
-    form = form_class(request.POST or None)
-    estimate = None
-    if request.method == "POST" and form.is_valid():
+def _initial(request: HttpRequest, form_class: type[forms.Form], kind: str) -> dict:
+    """What a new launch form can choose for the person: the study it was opened for
+    (``?study=``, from the study's page) and the endpoint when only one can run it."""
+    initial: dict = {}
+    study = request.GET.get("study", "")
+    if study.isdigit() and "study" in form_class.base_fields:
+        initial["study"] = int(study)
+    usable = list(endpoints.endpoints_for_launch(kind)[:2])
+    if len(usable) == 1 and "endpoint" in form_class.base_fields:
+        initial["endpoint"] = usable[0].pk
+    return initial
+
+
+def _estimate_of(kind: str, data: dict) -> dict | None:
+    if kind == Run.Kind.GENERATION:
+        return None
+    return costs.launch_estimate(
+        kind=kind,
+        study_id=data["study"].id,
+        endpoint=data["endpoint"],
+        subset=data["subset"],
+        sample_size=data.get("sample_size"),
+        sample_seed=data.get("sample_seed") or 0,
+        repeats=data["repeats"],
+        max_tokens=data.get("max_tokens"),
+    ).as_dict()
+
+
+def _launch(request: HttpRequest, form_class: type[forms.Form], kind: str) -> HttpResponse:
+    """One Launch: the estimate is shown as the form is filled in (``run_estimate``) and is
+    recorded on the run; nothing asks to submit twice."""
+    if request.method != "POST":
+        form = form_class(initial=_initial(request, form_class, kind))
+        return render(request, "judging/run_form.html", _launch_context(request, kind, form=form))
+    form = form_class(request.POST)
+    if form.is_valid():
         data = dict(form.cleaned_data)
-        confirmed = data.pop("confirm_cost", False)
         try:
-            if kind != Run.Kind.GENERATION:
-                # The admin sees the estimate for both modes before anything is launched.
-                estimate = costs.launch_estimate(
-                    kind=kind,
-                    study_id=data["study"].id,
-                    endpoint=data["endpoint"],
-                    subset=data["subset"],
-                    sample_size=data.get("sample_size"),
-                    sample_seed=data.get("sample_seed") or 0,
-                    repeats=data["repeats"],
-                    max_tokens=data.get("max_tokens"),
-                ).as_dict()
-                if not confirmed:
-                    return render(
-                        request,
-                        "judging/run_form.html",
-                        _launch_context(
-                            request,
-                            kind,
-                            form=form,
-                            estimate=costs.estimate_display(estimate),
-                        ),
-                    )
+            estimate = _estimate_of(kind, data)
             if kind == Run.Kind.JUDGE:
                 run = services.judge_run_create(
                     study_id=data.pop("study").id, created_by=request.user, **data
@@ -160,16 +202,29 @@ def _launch(request: HttpRequest, form_class: type, kind: str) -> HttpResponse:
                 return redirect("judging:run", pk=launched[0].pk)
             messages.success(request, f"Launched {len(launched)} generation runs.")
             return redirect("judging:runs")
-    return render(
-        request,
-        "judging/run_form.html",
-        _launch_context(
-            request,
-            kind,
-            form=form,
-            estimate=costs.estimate_display(estimate) if estimate else None,
-        ),
-    )
+    return render(request, "judging/run_form.html", _launch_context(request, kind, form=form))
+
+
+@role_required(ADMIN)
+def run_estimate(request: HttpRequest, kind: str) -> HttpResponse:
+    """The launch form's estimate (htmx, as its fields change): requests, tokens and what the
+    run would cost in each mode, or why there is nothing to estimate yet."""
+    forms_by_kind = {Run.Kind.JUDGE: JudgeRunForm, Run.Kind.LABELLING: LabellingRunForm}
+    form_class = forms_by_kind.get(kind)  # type: ignore[call-overload]
+    if form_class is None:
+        return HttpResponse(status=404)
+    form = form_class(request.GET)
+    context: dict = {"estimate": None, "missing": ""}
+    if form.is_valid():
+        try:
+            estimate = _estimate_of(kind, dict(form.cleaned_data))
+        except services.RunError as exc:
+            context["missing"] = str(exc)
+        else:
+            context["estimate"] = costs.estimate_display(estimate) if estimate else None
+    else:
+        context["missing"] = "Choose a study and an endpoint to see what the run would cost."
+    return render(request, "judging/_estimate.html", context)
 
 
 @role_required(ADMIN)

@@ -414,7 +414,12 @@ EXPECTED: dict[str, list[Case]] = {
     "judging/runs/preview/<str:kind>/": [
         C("/judging/runs/preview/judge/?study={study_id}", get=ADMINS)
     ],
+    # The launch form's live estimate (htmx): an empty form says what to choose.
+    "judging/runs/estimate/<str:kind>/": [
+        C("/judging/runs/estimate/judge/?study={study_id}", get=ADMINS)
+    ],
     "judging/runs/<int:pk>/": [C("/judging/runs/{run_id}/", get=ADMINS)],
+    "judging/runs/<int:pk>/ratings.csv": [C("/judging/runs/{run_id}/ratings.csv", get=ADMINS)],
     "judging/runs/<int:pk>/cancel": [
         C("/judging/runs/{run_id}/cancel", get=NOT_GET, post=ADMINS_REDIRECT)
     ],

@@ -83,10 +83,12 @@ def estimate_display(estimate: dict[str, Any]) -> dict[str, str]:
         "method": str(estimate.get("method", "")),
         "immediate": money("immediate_usd"),
         "batch": money("batch_usd"),
+        # Empty when no price is known: the pages say so in a sentence of their own ("priced at
+        # no price known" read as nonsense).
         "price_source": {
             "endpoint": "the endpoint's own prices",
             "list": f"list prices as of {PRICES_TAKEN}",
-        }.get(estimate.get("price_source", ""), "no price known"),
+        }.get(estimate.get("price_source", ""), ""),
     }
 
 

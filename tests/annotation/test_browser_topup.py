@@ -75,7 +75,10 @@ def test_top_up_leaves_submitted_work_locked_and_adds_its_own_task(
 
     # The submitted conversation is still submitted, read-only, with its 21 scores.
     clinician.goto("/rate/")
-    assert "1 / 2 conversations · 0 / 1 conversation with added responses done" in clinician.inner_text("#progress-text")
+    assert (
+        "1 / 2 conversations · 0 / 1 conversation with added responses done"
+        in clinician.inner_text("#progress-text")
+    )
     rows = clinician.locator("table tbody tr")
     assert rows.count() == 3
     assert sorted(rows.locator("td:nth-child(4)").all_inner_texts()) == [

@@ -408,7 +408,7 @@ def test_cost_estimate_counts_tokens_with_anthropic_and_chars_elsewhere(
     assert estimate.input_tokens == -(-3 * (len(prompts[0][0]) + len(prompts[0][1])) // 4)
 
 
-def test_the_launch_form_shows_the_estimate_and_launches_only_once_confirmed(
+def test_the_launch_form_estimates_as_it_is_filled_and_launches_in_one_step(
     client, study, endpoint_factory, fake_llm, django_capture_on_commit_callbacks
 ):
     from django.contrib.auth import get_user_model
@@ -431,13 +431,15 @@ def test_the_launch_form_shows_the_estimate_and_launches_only_once_confirmed(
         "concurrency": 8,
         "parallel_tasks": 1,
     }
-    page = client.post(reverse("judging:judge_new"), data)
-    html = page.content.decode()
-    assert page.status_code == 200 and "Cost estimate" in html
+    estimate = client.get(reverse("judging:run_estimate", args=["judge"]), data)
+    html = estimate.content.decode()
+    assert estimate.status_code == 200 and "What this run would cost" in html
     assert "token-counting endpoint" in html and "Batch" in html
     assert not Run.objects.exists() and not Rater.objects.filter(name=endpoint.name).exists()
+    half = client.get(reverse("judging:run_estimate", args=["judge"]), {"mode": "batch"})
+    assert "Choose a study and an endpoint" in half.content.decode()
     with django_capture_on_commit_callbacks(execute=False):
-        answer = client.post(reverse("judging:judge_new"), {**data, "confirm_cost": "on"})
+        answer = client.post(reverse("judging:judge_new"), data)
     run = Run.objects.get()
     assert answer.status_code == 302 and run.mode == Run.Mode.BATCH
     assert run.cost_estimate["requests"] == 6 and run.cost_estimate["method"] == "count_tokens"

@@ -121,19 +121,19 @@ def test_admin_adds_tests_and_launches_on_an_endpoint(
         page.goto("/judging/runs/new/judge/")
         assert "GPT-4o judge" in page.inner_text("#usable-endpoints")
         page.select_option("#id_study", label="Endpoint study")
-        page.select_option("#id_endpoint", label="GPT-4o judge")
+        # The only endpoint is chosen already; the estimate follows the form as it is filled.
+        assert page.locator("#id_endpoint option:checked").inner_text() == "GPT-4o judge"
         page.select_option("#id_subset", "all")
-        page.fill("#id_concurrency", "2")
-        page.fill("#id_parallel_tasks", "1")
-        page.click("#launch-form button[type=submit]")
-        page.wait_for_selector("section.estimate")
+        page.locator("#estimate-immediate").wait_for()
         immediate = page.inner_text("#estimate-immediate")
         batch = page.inner_text("#estimate-batch")
         assert re.fullmatch(r"0\.\d{4} USD", immediate), immediate
         assert re.fullmatch(r"0\.\d{4} USD", batch), batch
         assert "list prices as of" in page.inner_text("section.estimate")
-        page.check("#id_confirm_cost")
-        page.click("#launch-form button[type=submit]")
+        page.click("details.advanced summary")
+        page.fill("#id_concurrency", "2")
+        page.fill("#id_parallel_tasks", "1")
+        page.click("#launch")
         page.wait_for_url("**/judging/runs/*/")
         run = Run.objects.get()
         assert run.endpoint_id == endpoint.pk

@@ -265,8 +265,10 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
         # 8. Launch the judge run and see it finish.
         journey.nav(lead, "Runs", "lead")
         journey.click(lead, lead.get_by_role("link", name=re.compile("judge run", re.I)), "lead")
-        journey.select(lead, "#id_study", "lead", label="Journey study")
-        journey.select(lead, "#id_endpoint", "lead", label="GPT-4o judge")
+        if lead.locator("#id_study option:checked").inner_text() != "Journey study":
+            journey.select(lead, "#id_study", "lead", label="Journey study")
+        if lead.locator("#id_endpoint option:checked").inner_text() != "GPT-4o judge":
+            journey.select(lead, "#id_endpoint", "lead", label="GPT-4o judge")
         launch = lead.locator("#launch-form button[type=submit]")
         journey.click(lead, launch, "lead")
         if lead.locator("#id_confirm_cost").count():  # an estimate first, then a second Launch

@@ -48,17 +48,16 @@ def test_newcomer_launches_a_judge_run_on_the_demo_study_and_sees_it_finish(
     page.select_option("#id_endpoint", label=services.LOCAL_ENDPOINT_NAME)
     page.select_option("#id_subset", "sample")
     page.fill("#id_sample_size", str(SAMPLE))
+    # The estimate shows as the form is filled in (nothing to pay for a local model), before
+    # the one Launch.
+    page.locator("#estimate-immediate").wait_for()
+    assert "requests" in page.inner_text("section.estimate")
+    page.click("details.advanced summary")
     page.fill("#id_max_tokens", "160")
     page.fill("#id_max_output_attempts", "2")
     page.fill("#id_concurrency", "2")
     page.fill("#id_parallel_tasks", "1")
-    page.click("#launch-form button[type=submit]")
-    # The first submit shows the cost estimate (nothing to pay for a local model); the admin
-    # confirms it and launches.
-    page.wait_for_selector("section.estimate")
-    assert "requests" in page.inner_text("section.estimate")
-    page.check("#id_confirm_cost")
-    page.click("#launch-form button[type=submit]")
+    page.click("#launch")
     page.wait_for_url("**/judging/runs/*/")
 
     # The page polls every 2 s (htmx); the settled status appears by itself when the worker

@@ -152,7 +152,7 @@ def test_an_estimate_without_a_price_says_price_unknown_never_zero(db):
     assert estimate.immediate_usd is None and estimate.batch_usd is None
     shown = costs.estimate_display(estimate.as_dict())
     assert shown["immediate"] == shown["batch"] == "price unknown"
-    assert shown["price_source"] == "no price known"
+    assert shown["price_source"] == ""  # the page says it in a sentence of its own
     assert shown["requests"] == "6" and shown["method"] == "chars/4"
 
 
@@ -208,11 +208,14 @@ def test_the_launch_page_says_price_unknown_and_the_run_page_too(staff_client, s
     listed = staff_client.get(reverse("judging:judge_new")).content.decode()
     usable = listed[listed.index('id="usable-endpoints"') :]
     assert "my-llama" in usable and "price unknown" in usable
-    page = staff_client.post(reverse("judging:judge_new"), form).content.decode()
+    # The estimate as the form is filled in (htmx), before the one Launch.
+    page = staff_client.get(reverse("judging:run_estimate", args=["judge"]), form).content.decode()
     assert '<td id="estimate-immediate">price unknown</td>' in page
     assert "0.0 USD" not in page and "0.0</td>" not in page
-    assert "6 requests" in page
-    staff_client.post(reverse("judging:judge_new"), {**form, "confirm_cost": "on"})
+    assert "6 requests" in page and "Priced at" not in page
+    assert "No price is known for this endpoint's model" in page
+    assert not Run.objects.exists()  # an estimate launches nothing
+    staff_client.post(reverse("judging:judge_new"), form)
     run = Run.objects.get()
     assert run.cost_estimate["immediate_usd"] is None
     page = staff_client.get(reverse("judging:run", args=[run.pk])).content.decode()

@@ -167,3 +167,82 @@ def test_the_preview_opened_on_its_own_is_a_whole_page(staff_client, study):
     assert "<title>Prompt preview" in page and 'class="prompt"' in page
     fragment = staff_client.get(url, {"study": study.pk}, HTTP_HX_REQUEST="true")
     assert "<html" not in fragment.content.decode()
+
+
+def test_the_run_form_asks_in_the_order_people_think_and_launches_once(
+    staff_client, study, endpoint_factory, eager_celery, django_capture_on_commit_callbacks
+):
+    """Study, endpoint, which responses, repeats first; mode, concurrency and the like folded
+    under Advanced settings; opened from a study it is already chosen, and an only endpoint
+    too; one Launch starts the run and records its estimate (the first Launch once showed only
+    an estimate, and a box near the top had to be ticked before a second)."""
+    import re
+
+    endpoint = endpoint_factory()
+    html = staff_client.get(reverse("judging:judge_new"), {"study": study.pk}).content.decode()
+    form = html[html.index('id="launch-form"') :]
+    main, advanced = form.split('<details class="advanced"')
+    order = [m for m in re.findall(r'name="([a-z_]+)"', main) if m != "csrfmiddlewaretoken"]
+    assert order[:4] == ["study", "endpoint", "subset", "sample_size"] and "repeats" in order
+    for name in ("mode", "concurrency", "rate_limit", "parallel_tasks", "temperature"):
+        assert f'name="{name}"' in advanced and f'name="{name}"' not in main
+    assert re.search(rf'<option value="{study.pk}" selected>', main)
+    assert re.search(rf'<option value="{endpoint.pk}" selected>', main)
+    assert "confirm_cost" not in html and form.count('type="submit"') == 1  # one Launch
+    data = {
+        "study": study.pk, "endpoint": endpoint.pk, "subset": "all", "sample_seed": 0,
+        "repeats": 1, "max_tokens": 1024, "max_output_attempts": 3, "concurrency": 4,
+        "parallel_tasks": 1,
+    }  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = staff_client.post(reverse("judging:judge_new"), data)
+    run = Run.objects.get()
+    assert answer.status_code == 302 and answer.url == reverse("judging:run", args=[run.pk])
+    assert run.cost_estimate["requests"] == RunItem.objects.filter(run=run).count()
+
+
+def test_a_finished_run_leads_to_its_results(
+    staff_client, study, endpoint_factory, eager_celery, django_capture_on_commit_callbacks
+):
+    from urllib.parse import quote_plus
+
+    endpoint = endpoint_factory()
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.judge_run_create(study_id=study.id, endpoint=endpoint)
+    run.refresh_from_db()
+    page = staff_client.get(reverse("judging:run", args=[run.pk])).content.decode()
+    results = page[page.index('id="run-results"') :]
+    judge = quote_plus(run.rater.name)
+    assert f'href="/analysis/studies/{study.pk}/?judge={judge}"' in results
+    assert f'href="/analysis/studies/{study.pk}/judge-assisted/?judge={judge}"' in results
+    csv_url = reverse("judging:run_ratings_csv", args=[run.pk])
+    assert f'href="{csv_url}"' in results
+    lines = staff_client.get(csv_url).content.decode().splitlines()
+    assert lines[0].startswith("conversation,responder,repeat,status,error,Guidance")
+    assert len(lines) - 1 == Rating.objects.filter(run=run).count() > 0
+
+
+def test_the_eta_comes_from_the_rate_since_the_start_when_nothing_finished_lately(
+    study, endpoint_factory
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judging import selectors
+
+    run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory())
+    items = list(RunItem.objects.filter(run=run).order_by("pk"))
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, started_at=now - timedelta(seconds=600)
+    )
+    # One item finished ten minutes ago, none in the last thirty seconds.
+    RunItem.objects.filter(pk=items[0].pk).update(
+        status=RunItem.Status.DONE, finished_at=now - timedelta(seconds=590)
+    )
+    run.refresh_from_db()
+    progress = selectors.run_progress(run=run)
+    assert progress.per_second == 0
+    remaining = len(items) - 1
+    assert progress.eta_s == pytest.approx(remaining * 600, rel=0.01)
