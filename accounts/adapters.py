@@ -19,7 +19,7 @@ from django.shortcuts import render
 
 from annotation.services.rating import username_clean
 
-from .selectors import email_in_use, user_has_totp
+from .selectors import email_in_use, signed_in_recently, user_has_totp
 
 
 class AccountAdapter(DefaultAccountAdapter):
@@ -46,6 +46,23 @@ class AccountAdapter(DefaultAccountAdapter):
         if user.is_authenticated and user_has_totp(user):
             return [m for m in methods if m["id"] != "reauthenticate"]
         return methods
+
+    def is_reauthentication_required(self, *, app: str, **kwargs) -> bool:
+        """A first authenticator is enrolled right after signing in (staff and admins are sent
+        there before anything else): that sign-in, minutes ago, is the re-authentication, not a
+        second password prompt a second after the first. Once the account has an authenticator,
+        changing it asks as allauth does."""
+        required = super().is_reauthentication_required(app=app, **kwargs)
+        request = self.request
+        if required and app == "allauth.mfa" and request is not None:
+            user = request.user
+            if (
+                user.is_authenticated
+                and not user_has_totp(user)
+                and signed_in_recently(request=request, user=user)
+            ):
+                return False
+        return required
 
 
 class SsoAdapter(DefaultSocialAccountAdapter):

@@ -18,7 +18,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import redirect, resolve_url
 from django_htmx.http import HttpResponseClientRedirect
 
-from .selectors import GATE_ENROL, GATE_SIGN_OUT, second_factor_gate
+from .selectors import ENROLMENT_NEXT_SESSION_KEY, GATE_ENROL, GATE_SIGN_OUT, second_factor_gate
 
 LAST_SEEN = "mentalbench_last_seen"
 # Each request moves the idle clock; writing the session once a minute at most keeps autosave
@@ -93,5 +93,8 @@ class TwoFactorRequiredMiddleware:
                 logout(request)
                 return redirect_to_login(request.get_full_path())
             if verdict == GATE_ENROL and not request.path.startswith(ENROLMENT_PATHS):
+                if request.method == "GET" and request.headers.get("HX-Request") != "true":
+                    # Where the recovery codes page's "Continue" leads after enrolment.
+                    request.session[ENROLMENT_NEXT_SESSION_KEY] = request.get_full_path()
                 return redirect("mfa_activate_totp")
         return self.get_response(request)

@@ -95,6 +95,40 @@ def reauthenticated_recently(*, request, user) -> bool:
     return time.time() - float(records[-1]["at"]) < account_settings.REAUTHENTICATION_TIMEOUT
 
 
+def signed_in_recently(*, request, user) -> bool:
+    """Whether this session signed in (or re-authenticated) within
+    ACCOUNT_REAUTHENTICATION_TIMEOUT: the sign-in that sends staff and admins to enrol their
+    first authenticator stands for the re-authentication allauth asks before it."""
+    import time
+
+    from allauth.account import app_settings as account_settings
+    from allauth.account.authentication import get_authentication_records
+
+    records = get_authentication_records(request, user)
+    if not records:
+        return False
+    latest = max(float(r.get("at", 0)) for r in records)
+    return time.time() - latest < account_settings.REAUTHENTICATION_TIMEOUT
+
+
+# The page an account was going to when the second-factor gate sent it to enrol.
+ENROLMENT_NEXT_SESSION_KEY = "mentalbench_after_enrolment"
+
+
+def enrolment_next_url(request) -> str:
+    """Where "Continue" leads once the first authenticator is enrolled: the page the account
+    asked for when it was sent to enrol, else the home page."""
+    from django.urls import reverse
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    wanted = request.session.get(ENROLMENT_NEXT_SESSION_KEY) or ""
+    if wanted and url_has_allowed_host_and_scheme(
+        wanted, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return wanted
+    return reverse("home")
+
+
 def can_reauthenticate(user) -> bool:
     """Whether the account has anything to re-authenticate with here: a password or an
     authenticator. An account that signs in only through single sign-on has neither."""

@@ -23,8 +23,11 @@ def _login_failed(sender, credentials, request=None, **kwargs) -> None:
 @receiver(authenticator_added)
 def _totp_enrolled(sender, request, user, authenticator, **kwargs) -> None:
     # Enrolling takes a valid code from the new authenticator: this session has just passed the
-    # second factor, so it is not signed out for lacking one.
+    # second factor, so it is not signed out for lacking one, and it has just re-authenticated
+    # with it (the recovery codes page, shown next, asks for that).
     if request is not None and authenticator.type == authenticator.Type.TOTP:
         from allauth.account.internal.flows.login import record_authentication
 
-        record_authentication(request, user, "mfa", type="totp", enrolled=True)
+        record_authentication(
+            request, user, "mfa", type="totp", enrolled=True, reauthenticated=True
+        )

@@ -13,4 +13,7 @@ urlpatterns = [
     path("email/", views.email, name="email"),
     path("password/change/", views.password_change, name="password_change"),
     path("password/set/", views.password_set, name="password_set"),
+    # allauth's enrolment and recovery codes pages, saying why and leading on.
+    path("2fa/totp/activate/", views.activate_totp, name="activate_totp"),
+    path("2fa/recovery-codes/", views.recovery_codes, name="recovery_codes"),
 ]

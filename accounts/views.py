@@ -7,9 +7,13 @@ from functools import wraps
 
 from allauth.account import views as allauth_views
 from allauth.core.exceptions import ReauthenticationRequired
+from allauth.mfa.recovery_codes import views as recovery_views
+from allauth.mfa.totp import views as totp_views
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
@@ -22,7 +26,9 @@ from .selectors import (
     SIGNIN_LOG_SHOWN,
     api_tokens_live,
     can_reauthenticate,
+    enrolment_next_url,
     reauthenticated_recently,
+    signed_in_recently,
     signin_events_recent,
     two_factor_required,
     user_has_totp,
@@ -131,3 +137,40 @@ def _reauthenticated_with_second_factor(
 
 password_change = _reauthenticated_with_second_factor(allauth_views.password_change)
 password_set = _reauthenticated_with_second_factor(allauth_views.password_set)
+
+
+class ActivateTotpView(totp_views.ActivateTOTPView):
+    """allauth's enrolment page, saying why the account needs a second factor and what comes
+    after; an account with nothing to re-authenticate with (single sign-on only) enrols only
+    within minutes of signing in, like everyone else (allauth would take its session alone)."""
+
+    def dispatch(self, request, *args, **kwargs):
+        user = request.user
+        if (
+            user.is_authenticated
+            and not can_reauthenticate(user)
+            and not signed_in_recently(request=request, user=user)
+        ):
+            logout(request)
+            messages.info(request, "Sign in again to add a second factor.")
+            return redirect_to_login(request.get_full_path())
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs) -> dict:
+        context = super().get_context_data(**kwargs)
+        context["required"] = two_factor_required(self.request.user)
+        return context
+
+
+class RecoveryCodesView(recovery_views.ViewRecoveryCodesView):
+    """allauth's recovery codes page with the way on: the page the account was going to when it
+    was sent to enrol (kept by the second-factor gate), else the home page."""
+
+    def get_context_data(self, **kwargs) -> dict:
+        context = super().get_context_data(**kwargs)
+        context["continue_url"] = enrolment_next_url(self.request)
+        return context
+
+
+activate_totp = ActivateTotpView.as_view()
+recovery_codes = RecoveryCodesView.as_view()

@@ -55,22 +55,29 @@ def test_forgot_password_by_e_mail_end_to_end(
     assert page.locator("input[name=password1]").count() == 0
 
 
-def test_an_admin_enrols_totp_and_signs_in_with_it(django_db_setup, live_server, page):
+@pytest.mark.parametrize("width", [360, 1280])
+def test_an_admin_enrols_totp_and_signs_in_with_it(django_db_setup, live_server, page, width):
+    page.set_viewport_size({"width": width, "height": 800})
     user = get_user_model().objects.create_user("adam", password=PASSWORD)
     role_add(user=user, role=ADMIN)
-    sign_in(page, "adam")
-    # Nothing opens before enrolment; allauth asks for the password once more first.
+    # First sign-in, in one flow: the password once, why a second factor, enrol, the codes
+    # once, continue to the page asked for. No second password prompt on the way.
     page.goto("/manage/")
-    page.wait_for_url("**/accounts/reauthenticate/**")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("main button[type=submit]")
+    page.wait_for_url("**/accounts/login/**")
+    page.fill("#id_login", "adam")
+    page.fill("#id_password", PASSWORD)
+    page.click("button:has-text('Sign in')")
     page.wait_for_url("**/accounts/2fa/totp/activate/**")
+    assert "manage studies" in page.inner_text("#why-second-factor")
     secret = page.input_value("#authenticator_secret")
     page.fill("input[name=code]", totp_code(secret))
     page.click("main button[type=submit]")
-    page.wait_for_url(re.compile(r".*/accounts/2fa/.*"))
-    page.goto("/manage/")
-    assert page.url.endswith("/manage/")
+    page.wait_for_url("**/accounts/2fa/recovery-codes/**")
+    assert len(page.input_value("#recovery_codes").split()) == 10
+    page.check("#codes_saved")
+    page.click("#continue")
+    page.wait_for_url("**/manage/")
+    assert page.locator("input[name=password]").count() == 0
     page.click("button:has-text('Log out')")
     page.wait_for_url("**/accounts/login/**")
     sign_in(page, "adam")

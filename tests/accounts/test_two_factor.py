@@ -25,33 +25,67 @@ def staff(django_user_model):
     return django_user_model.objects.create_user("boss", password=PASSWORD, is_staff=True)
 
 
-def sign_in(client, username: str, password: str = PASSWORD):
-    return client.post(reverse("account_login"), {"login": username, "password": password})
+def sign_in(client, username: str, password: str = PASSWORD, next_path: str = ""):
+    data = {"login": username, "password": password}
+    if next_path:
+        data["next"] = next_path
+    return client.post(reverse("account_login"), data)
 
 
 # Committed for real: allauth announces a new authenticator after the commit, as in production.
 @pytest.mark.django_db(transaction=True)
 def test_staff_without_an_authenticator_must_enrol_before_anything_else(client, staff):
-    assert sign_in(client, "boss").status_code == 302
-    for path in ("/", "/manage/", "/analysis/", "/admin/"):
+    assert sign_in(client, "boss", next_path="/manage/?study=3")["Location"] == "/manage/?study=3"
+    for path in ("/manage/?study=3", "/", "/analysis/", "/admin/"):
         response = client.get(path)
         assert response.status_code == 302, path
         assert response["Location"] == reverse("mfa_activate_totp"), path
-    # Enrolling is a sensitive change: allauth asks for the password once more first.
-    assert client.get(reverse("mfa_activate_totp"))["Location"].startswith(
-        reverse("account_reauthenticate")
-    )
-    client.post(reverse("account_reauthenticate"), {"password": PASSWORD})
+    # Right after the password, enrolling asks no password again: the sign-in was minutes ago.
     page = client.get(reverse("mfa_activate_totp"))
     assert page.status_code == 200
+    html = page.content.decode()
+    # The page says why this account needs it, and what comes after.
+    assert 'id="why-second-factor"' in html and "manage studies, launch runs" in html
+    assert "recovery codes" in html
     # The enrolment page shows the secret to type into the app; a correct code enrols.
     secret = client.session["mfa.totp.secret"]
     response = client.post(reverse("mfa_activate_totp"), {"code": totp_code(secret)})
-    assert response.status_code == 302
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "mfa_view_recovery_codes"
+    )
     assert Authenticator.objects.filter(user=staff, type="totp").exists()
     assert Authenticator.objects.filter(user=staff, type="recovery_codes").exists()
+    # The codes, shown once, then the way on: the first page the account was going to when it
+    # was sent to enrol (the last one asked for before it).
+    codes_page = client.get(reverse("mfa_view_recovery_codes"))
+    codes = codes_page.content.decode()
+    assert 'id="recovery_codes"' in codes and 'id="codes_saved"' in codes
+    assert re.search(r'<a href="/admin/" class="button" id="continue">Continue</a>', codes)
     # The session that enrolled passed the factor: the platform opens.
     assert client.get("/manage/").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sign_in_stands_for_re_authentication_only_for_a_while(client, staff):
+    from unittest import mock
+
+    from allauth.account import app_settings as account_settings
+
+    sign_in(client, "boss")
+    later = time.time() + account_settings.REAUTHENTICATION_TIMEOUT + 1
+    with mock.patch("time.time", return_value=later):
+        response = client.get(reverse("mfa_activate_totp"))
+    assert response["Location"].startswith(reverse("account_reauthenticate"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_changing_an_authenticator_still_asks_for_the_code(client, staff):
+    totp_enrol(staff)
+    sign_in(client, "boss")
+    client.post(reverse("mfa_authenticate"), {"code": totp_code(TEST_TOTP_SECRET)})
+    # A fresh sign-in with the code does not open deactivation without re-entering it.
+    response = client.get(reverse("mfa_deactivate_totp"))
+    assert response.status_code == 302 and "reauthenticate" in response["Location"]
 
 
 def test_staff_with_totp_gives_the_code_at_sign_in(client, staff):
@@ -102,8 +136,9 @@ def test_clinicians_may_sign_in_without_it_and_may_enrol(client, django_user_mod
     role_add(user=clinician, role=CLINICIAN)
     sign_in(client, "cleo")
     assert client.get("/rate/").status_code == 200
-    client.post(reverse("account_reauthenticate"), {"password": PASSWORD})
-    assert client.get(reverse("mfa_activate_totp")).status_code == 200
+    page = client.get(reverse("mfa_activate_totp")).content.decode()
+    # Offered, not required: the page says what it is for without "your account can manage".
+    assert 'id="why-second-factor"' in page and "manage studies" not in page
 
 
 def test_the_sign_in_page_offers_forgot_password(client, db):
@@ -124,3 +159,26 @@ def test_an_autosave_of_staff_without_a_factor_waits_for_enrolment(client, staff
     response = client.post("/rate/some-token/save", {"score": 3}, HTTP_HX_REQUEST="true")
     assert response.status_code == 401
     assert response["HX-Redirect"] == reverse("mfa_activate_totp")
+
+
+def test_an_sso_only_account_enrols_only_soon_after_signing_in(client, django_user_model):
+    from allauth.account.internal.flows.login import record_authentication
+    from django.http import HttpRequest
+
+    user = django_user_model.objects.create_user("sso-only")
+    user.set_unusable_password()
+    user.save()
+    role_add(user=user, role=CLINICIAN)
+    # A session alone (allauth would count it as re-authenticated: nothing to re-enter) is
+    # signed out and asked to sign in again before it adds a factor.
+    force_login_password_only(client, user)
+    response = client.get(reverse("mfa_activate_totp"))
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    assert "_auth_user_id" not in client.session
+    # Right after a (single sign-on) sign-in it may.
+    force_login_password_only(client, user)
+    request = HttpRequest()
+    request.session = client.session
+    record_authentication(request, user, "socialaccount", provider="oidc", uid="1")
+    request.session.save()
+    assert client.get(reverse("mfa_activate_totp")).status_code == 200
