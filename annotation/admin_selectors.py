@@ -9,12 +9,13 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from .models import Assignment, LabelChange, Rater, RatingChange, Study
+from .models import Assignment, LabelChange, Rater, RatingChange, Response, Study
 from .roles import manageable_users
-from .selectors import label_changes, rating_changes
+from .selectors import NOT_COUNTED, label_changes, rating_changes
+from .topup import TopUpSummary, topup_summary
 
 
 def study_get(pk: str | int | None) -> Study | None:
@@ -157,3 +158,171 @@ def rating_change_rows(changes: QuerySet[RatingChange]) -> Iterator[list[object]
             c.old_value,
             c.new_value,
         ]
+
+
+# --- The study page: the study's life, step by step -------------------------------------------
+
+#: Conversations rated by two or more clinicians that agreement (ICC) needs at the least; the
+#: assignment form's default overlap aims at OVERLAP_TARGET of them (all, in a smaller study).
+OVERLAP_MINIMUM = 2
+OVERLAP_TARGET = 30
+
+
+@dataclass
+class StudyStep:
+    """One step of a study's life on its page: what is done, or what to do next."""
+
+    key: str  # the section's anchor on the page
+    title: str
+    state: str  # "done", "todo", "optional" or "waiting"; the first "todo" is shown as next
+    summary: str
+    next: bool = False
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def study_steps(*, study: Study, topup: TopUpSummary | None = None) -> list[StudyStep]:
+    """The study page's steps in the order a lead works: conversations, clinicians, practice,
+    assignment, progress, top-up (judges, results and release come from their own apps). Each
+    says what is done and what comes next; the first step still to do is marked `next`."""
+
+    counted = study.conversations.aggregate(
+        real=Count("id", filter=Q(practice=False)), practice=Count("id", filter=Q(practice=True))
+    )
+    n_conversations, practice = counted["real"], counted["practice"]
+    n_responses = Response.objects.filter(
+        conversation__study=study, conversation__practice=False
+    ).count()
+    clinicians = Rater.objects.filter(kind=Rater.Kind.CLINICIAN, user__isnull=False).count()
+    passed = study.training_outcomes.filter(passed=True).count()
+    is_practice = Q(kind=Assignment.Kind.PRACTICE)
+    counted_real = ~is_practice & ~Q(status__in=NOT_COUNTED)
+    work = Assignment.objects.filter(conversation__study=study).aggregate(
+        practice_given=Count("id", filter=is_practice),
+        real=Count("id", filter=counted_real),
+        submitted=Count("id", filter=counted_real & Q(status=Assignment.Status.SUBMITTED)),
+    )
+    practice_given, n_real, submitted = work["practice_given"], work["real"], work["submitted"]
+    overlapping = (
+        Assignment.objects.filter(conversation__study=study, part=0)
+        .filter(counted_real)
+        .values("conversation")
+        .annotate(raters=Count("rater", distinct=True))
+        .filter(raters__gte=2)
+        .count()
+    )
+    topup = topup if topup is not None else topup_summary(study=study)
+    labelling = study.kind == Study.Kind.DISTORTION_LABELLING
+    items = "messages" if labelling else "conversations"
+
+    steps = [
+        StudyStep(
+            "conversations",
+            "Rubric and conversations",
+            "done" if n_conversations else "todo",
+            (
+                f"{_plural(n_conversations, 'conversation', 'conversations')} with "
+                f"{_plural(n_responses, 'response', 'responses')}, rated on "
+                f"{study.rubric.name}."
+                if n_conversations
+                else "Import the study's conversations."
+            ),
+        ),
+        StudyStep(
+            "clinicians",
+            "Clinicians",
+            "done" if clinicians >= 2 else "todo",
+            (
+                f"{_plural(clinicians, 'clinician has', 'clinicians have')} an account."
+                + ("" if clinicians >= 2 else " Invite at least two: agreement needs two.")
+            ),
+        ),
+        StudyStep(
+            "practice",
+            "Practice and calibration",
+            "done" if practice and practice_given else ("todo" if practice else "optional"),
+            (
+                f"{_plural(practice, 'practice conversation', 'practice conversations')}; "
+                f"{_plural(passed, 'clinician', 'clinicians')} passed."
+                if practice_given
+                else (
+                    f"{_plural(practice, 'practice conversation is', 'practice conversations are')}"
+                    " marked: give them to the clinicians on the training page."
+                    if practice
+                    else "Optional: mark practice conversations with reference scores to "
+                    "calibrate clinicians before their real work."
+                )
+            ),
+        ),
+        StudyStep(
+            "assign",
+            "Assignment",
+            ("todo" if not n_real or (overlapping < OVERLAP_MINIMUM and not labelling) else "done"),
+            (
+                f"{_plural(n_real, 'task', 'tasks')} assigned; "
+                f"{_plural(overlapping, 'conversation has', 'conversations have')} two or more "
+                "clinicians"
+                + (
+                    "."
+                    if overlapping >= OVERLAP_MINIMUM or labelling
+                    else f": agreement needs at least {OVERLAP_MINIMUM}, assign with overlap."
+                )
+                if n_real
+                else f"Give the {items} to the clinicians."
+            ),
+        ),
+        StudyStep(
+            "progress",
+            "Progress",
+            "done" if n_real and submitted == n_real else "waiting",
+            f"{submitted} of {n_real} tasks submitted." if n_real else "Nothing assigned yet.",
+        ),
+        StudyStep(
+            "topup",
+            "Added responses",
+            "todo" if topup.items else "done",
+            (
+                f"{_plural(topup.items, 'response', 'responses')} added to conversations "
+                f"{_plural(topup.clinicians, 'clinician', 'clinicians')} already hold: "
+                "assign just those."
+                if topup.items
+                else "Every clinician holding a conversation has all its responses."
+            ),
+        ),
+    ]
+    for step in steps:
+        if step.state == "todo":
+            step.next = True
+            break
+    return steps
+
+
+def assign_defaults(*, study: Study) -> dict:
+    """The assignment form's starting values, chosen so that agreement can be measured: two
+    clinicians on OVERLAP_TARGET conversations (every one, in a smaller study), at least 20 %.
+    One clinician per conversation (the old default) leaves ICC, α and κ nothing to compare."""
+    import math
+
+    n = study.conversations.filter(practice=False).count()
+    percent = 100 if n <= OVERLAP_TARGET else max(20, math.ceil(100 * OVERLAP_TARGET / n))
+    return {"study": study.pk, "overlap": 2, "overlap_percent": percent}
+
+
+@dataclass
+class StudyRow:
+    study: Study
+    conversations: int
+    next: StudyStep | None
+
+
+def studies_overview() -> list[StudyRow]:
+    """Each study with its size and the step it is at, for the page that lists them."""
+    rows = []
+    for study in Study.objects.select_related("rubric").annotate(
+        n=Count("conversations", filter=Q(conversations__practice=False))
+    ):
+        steps = study_steps(study=study)
+        rows.append(StudyRow(study, study.n, next((s for s in steps if s.next), None)))
+    return rows

@@ -20,6 +20,7 @@ from .admin_selectors import (
     RATING_CHANGE_HEADER,
     AuditFilter,
     active_user_get,
+    assign_defaults,
     assignment_get,
     audit_label_changes,
     audit_rating_changes,
@@ -28,7 +29,9 @@ from .admin_selectors import (
     move_candidates,
     rating_change_rows,
     studies_all,
+    studies_overview,
     study_get,
+    study_steps,
 )
 from .csvsafe import csv_attachment, csv_text
 from .forms import AssignForm, AuditFilterForm, ClinicianSampleForm, InviteForm, RaterChoiceForm
@@ -58,9 +61,35 @@ def study_from_request(request: HttpRequest) -> Study | None:
     return study_get(request.GET.get("study") or request.POST.get("study"))
 
 
+# A one-time set-password link, kept in the session from the invite (or reset) until the study
+# page shows it once: the invite redirects back to the page it came from, study and all.
+PASSWORD_LINK_SESSION_KEY = "manage_password_link"
+
+
+def _manage_url(study: Study | None, anchor: str = "") -> str:
+    query = f"?study={study.pk}" if study else ""
+    return f"{reverse('annotation:manage')}{query}{'#' + anchor if anchor else ''}"
+
+
 def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpResponse:
     study = study_from_request(request)
+    shown = request.session.pop(PASSWORD_LINK_SESSION_KEY, None)
+    if shown and "link" not in extra:
+        extra.update(link_for=shown["username"], link=shown["link"])
     progress = clinician_progress(study=study)
+    manageable = manageable_user_ids(
+        actor=request.user, user_ids=[p.rater.user_id for p in progress if p.rater.user_id]
+    )
+    if study is None:
+        # No study chosen: the studies, each with the step it is at, and the clinicians.
+        context = {
+            "studies": studies_overview(),
+            "progress": progress,
+            "manageable": manageable,
+            "invite_form": extra.pop("invite_form", None) or InviteForm(),
+            **extra,
+        }
+        return render(request, "annotation/manage/studies.html", context, status=status)
     # A page, not a dump: a large study's assignments are many thousands of rows.
     assignments = list(assignments_for_admin(study=study)[:ASSIGNMENTS_SHOWN])
     # Each row's reassign/reclaim menu: only clinicians who can take it, least loaded first.
@@ -73,24 +102,29 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
     for a in assignments:
         a.stale = a.is_stale
         a.candidates = candidates[a.pk]
+    # Responses added after assignment that clinicians have not seen (top-up).
+    topup = topup_summary(study=study)
     context = {
         "studies": studies_all(),
         "study": study,
-        # Responses added after assignment that clinicians have not seen (top-up).
-        "topup": topup_summary(study=study) if study else None,
+        "steps": study_steps(study=study, topup=topup),
+        "topup": topup,
         "progress": progress,
         "assignments": assignments,
         "assignments_shown": ASSIGNMENTS_SHOWN,
-        "assign_form": extra.pop("assign_form", None)
-        or AssignForm(initial={"study": study.pk if study else None}),
-        "invite_form": extra.pop("invite_form", None) or InviteForm(),
-        "sample": clinician_sample_current(study=study) if study else None,
-        "sample_form": extra.pop("sample_form", None)
-        or ClinicianSampleForm(initial={"study": study.pk if study else None}),
-        # Reset links only where the signed-in admin may issue one (one query for all rows).
-        "manageable": manageable_user_ids(
-            actor=request.user, user_ids=[p.rater.user_id for p in progress if p.rater.user_id]
+        # Said once above the table rather than in every row that cannot move.
+        "unmovable": any(
+            not a.part and (a.status == "pending" or a.stale) and not a.candidates
+            for a in assignments
         ),
+        "assign_form": extra.pop("assign_form", None)
+        or AssignForm(initial=assign_defaults(study=study)),
+        "invite_form": extra.pop("invite_form", None) or InviteForm(),
+        "sample": clinician_sample_current(study=study),
+        "sample_form": extra.pop("sample_form", None)
+        or ClinicianSampleForm(initial={"study": study.pk}),
+        # Reset links only where the signed-in admin may issue one (one query for all rows).
+        "manageable": manageable,
         **extra,
     }
     return render(request, "annotation/admin_overview.html", context, status=status)
@@ -126,7 +160,7 @@ def assign(request: HttpRequest) -> HttpResponse:
             form.add_error(None, str(exc))
         else:
             messages.success(request, f"{len(created)} assignments created.")
-            return redirect(f"{reverse('annotation:manage')}?study={data['study'].pk}")
+            return redirect(_manage_url(data["study"], "progress"))
     return _overview(request, assign_form=form, status=422)
 
 
@@ -149,7 +183,7 @@ def sample_draw(request: AuthenticatedHttpRequest) -> HttpResponse:
             form.add_error("method" if "stratif" in str(exc) else "size", str(exc))
         else:
             messages.success(request, f"Drew {sample.describe()}.")
-            return redirect(f"{reverse('annotation:manage')}?study={data['study'].pk}")
+            return redirect(_manage_url(data["study"], "sample"))
     return _overview(request, sample_form=form, status=422)
 
 
@@ -167,8 +201,7 @@ def _rater_action(request: HttpRequest, pk: int, action) -> HttpResponse:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"Assignment given to {form.cleaned_data['rater']}.")
-    study = assignment.conversation.study_id
-    return redirect(f"{reverse('annotation:manage')}?study={study}")
+    return redirect(_manage_url(assignment.conversation.study, "progress"))
 
 
 @require_POST
@@ -190,6 +223,15 @@ def _password_link(request: AuthenticatedHttpRequest, user: User) -> str:
     return request.build_absolute_uri(path)
 
 
+def _show_link_once(request: AuthenticatedHttpRequest, user: User) -> HttpResponse:
+    """Back to the study page the request came from, which shows the link once."""
+    request.session[PASSWORD_LINK_SESSION_KEY] = {
+        "username": user.get_username(),
+        "link": _password_link(request, user),
+    }
+    return redirect(_manage_url(study_from_request(request), "password-link-card"))
+
+
 @require_POST
 @role_required(ADMIN)
 def invite(request: AuthenticatedHttpRequest) -> HttpResponse:
@@ -202,7 +244,7 @@ def invite(request: AuthenticatedHttpRequest) -> HttpResponse:
         except ValueError as exc:
             form.add_error("username", str(exc))
         else:
-            return _overview(request, link_for=user, link=_password_link(request, user))
+            return _show_link_once(request, user)
     return _overview(request, invite_form=form, status=422)
 
 
@@ -213,7 +255,7 @@ def reset_link(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     user = active_user_get(pk)
     if user is None:
         raise Http404("No such account")
-    return _overview(request, link_for=user, link=_password_link(request, user))
+    return _show_link_once(request, user)
 
 
 AUDIT_PAGE_SIZE = 50

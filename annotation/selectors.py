@@ -396,8 +396,10 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
 @dataclass
 class ClinicianProgress:
     rater: Rater
-    counts: Counter
+    counts: Counter  # real work (practice aside) by status
     active_seconds: int
+    practice: tuple[int, int] = (0, 0)  # practice conversations submitted, assigned
+    added: tuple[int, int] = (0, 0)  # tasks of responses added later (top-up): submitted, assigned
 
     @property
     def total(self) -> int:
@@ -408,23 +410,47 @@ class ClinicianProgress:
     def done(self) -> int:
         return self.counts[Assignment.Status.SUBMITTED]
 
+    @property
+    def started(self) -> bool:
+        return any(self.counts.get(k) for k in ("in_progress", "submitted", "flagged")) or bool(
+            self.practice[0]
+        )
+
 
 def clinician_progress(*, study=None) -> list[ClinicianProgress]:
-    rows = Assignment.objects.exclude(kind=Assignment.Kind.PRACTICE)
+    """Every clinician with an account, with their work (in `study` when given): real work by
+    status, practice and added responses apart."""
+    rows = Assignment.objects.all()
     if study is not None:
         rows = rows.filter(conversation__study=study)
     per: dict[int, Counter] = {}
+    practice: dict[int, list[int]] = {}
+    added: dict[int, list[int]] = {}
     seconds: Counter = Counter()
-    for rater_id, status, n, active in rows.values_list("rater_id", "status").annotate(
-        n=Count("id"), active=Sum("active_seconds")
-    ):
-        per.setdefault(rater_id, Counter())[status] = n
-        seconds[rater_id] += active or 0
+    for rater_id, status, kind, part, n, active in rows.values_list(
+        "rater_id", "status", "kind", "part"
+    ).annotate(n=Count("id"), active=Sum("active_seconds")):
+        if kind == Assignment.Kind.PRACTICE:
+            pair = practice.setdefault(rater_id, [0, 0])
+        else:
+            per.setdefault(rater_id, Counter())[status] += n
+            seconds[rater_id] += active or 0
+            if not part or status in NOT_COUNTED:
+                continue
+            pair = added.setdefault(rater_id, [0, 0])
+        pair[1] += n
+        pair[0] += n if status == Assignment.Status.SUBMITTED else 0
     raters = Rater.objects.filter(kind=Rater.Kind.CLINICIAN, user__isnull=False).select_related(
         "user"
     )
     return [
-        ClinicianProgress(rater=r, counts=per.get(r.pk, Counter()), active_seconds=seconds[r.pk])
+        ClinicianProgress(
+            rater=r,
+            counts=per.get(r.pk, Counter()),
+            active_seconds=seconds[r.pk],
+            practice=tuple(practice.get(r.pk, (0, 0))),  # type: ignore[arg-type]
+            added=tuple(added.get(r.pk, (0, 0))),  # type: ignore[arg-type]
+        )
         for r in raters
     ]
 

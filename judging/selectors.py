@@ -151,7 +151,7 @@ def run_failure_reasons(*, run: Run, limit: int = 10) -> list[dict]:
     ]
 
 
-def runs_list() -> list[Run]:
+def runs_list(*, study=None) -> list[Run]:
     """The latest runs, each with `failed_count` and, where some failed, `item_count`: a settled
     run whose items failed must say so in the list, not just "Done".
 
@@ -165,10 +165,11 @@ def runs_list() -> list[Run]:
         .annotate(n=Count("id"))
         .values("n")
     )
+    rows = Run.objects.select_related("study", "endpoint")
+    if study is not None:
+        rows = rows.filter(study=study)
     runs: list[Run] = list(
-        Run.objects.select_related("study", "endpoint")
-        .annotate(failed_count=Coalesce(Subquery(failed), 0))
-        .order_by("-created_at")[:100]
+        rows.annotate(failed_count=Coalesce(Subquery(failed), 0)).order_by("-created_at")[:100]
     )
     failing = [run.pk for run in runs if getattr(run, "failed_count", 0)]
     totals = dict(

@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/preview/<str:kind>/", views.preview, name="preview"),
     path("runs/estimate/<str:kind>/", views.run_estimate, name="run_estimate"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
+    path("studies/<int:study_id>/runs/", views.study_runs, name="study_runs"),
     path("runs/<int:pk>/ratings.csv", views.run_ratings_csv, name="run_ratings_csv"),
     path("runs/<int:pk>/cancel", views.run_cancel, name="run_cancel"),
     path("runs/<int:pk>/resume", views.run_resume, name="run_resume"),

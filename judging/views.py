@@ -20,6 +20,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from annotation.csvsafe import csv_attachment, csv_text
+from annotation.models import Study
 from annotation.roles import ADMIN, role_required
 
 from . import selectors, services
@@ -105,6 +106,23 @@ def _results_links(run: Run) -> list[tuple[str, str]]:
 @role_required(ADMIN)
 def runs(request: HttpRequest) -> HttpResponse:
     return render(request, "judging/runs.html", {"runs": list(selectors.runs_list())})
+
+
+@role_required(ADMIN)
+def study_runs(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The study page's Judges step (htmx): the study's runs and the way to launch one."""
+    study = get_object_or_404(Study, pk=study_id)
+    return _part(
+        request,
+        "judging/_study_runs.html",
+        {
+            "study": study,
+            "runs": selectors.runs_list(study=study),
+            "endpoints": ModelEndpoint.objects.filter(enabled=True).count(),
+        },
+        title=f"Judge runs of {study.name}",
+        back=(f"{reverse('annotation:manage')}?study={study.pk}#judges", study.name),
+    )
 
 
 @role_required(ADMIN)
@@ -224,7 +242,23 @@ def run_estimate(request: HttpRequest, kind: str) -> HttpResponse:
             context["estimate"] = costs.estimate_display(estimate) if estimate else None
     else:
         context["missing"] = "Choose a study and an endpoint to see what the run would cost."
-    return render(request, "judging/_estimate.html", context)
+    return _part(
+        request,
+        "judging/_estimate.html",
+        context,
+        title="What the run would cost",
+        back=(reverse("judging:runs"), "All runs"),
+    )
+
+
+def _part(
+    request: HttpRequest, fragment: str, context: dict, *, title: str, back: tuple[str, str]
+) -> HttpResponse:
+    """`fragment` for htmx; opened on its own (no script, a shared link), a whole page."""
+    if getattr(request, "htmx", False):
+        return render(request, fragment, context)
+    page = {"fragment": fragment, "page_title": title, "back_url": back[0], "back_label": back[1]}
+    return render(request, "judging/fragment_page.html", {**context, **page})
 
 
 @role_required(ADMIN)

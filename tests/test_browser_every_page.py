@@ -44,6 +44,7 @@ def world(transactional_db) -> dict:
 # Pages beyond EXPECTED's own cases: the same pattern with another object worth seeing.
 EXTRA_PAGES: dict[str, list[str]] = {
     "judging/runs/<int:pk>/": ["/judging/runs/{judge_run_id}/"],
+    "manage/": ["/manage/?study={study_id}"],  # the study page (without: the list of studies)
 }
 
 # The phone-width views the documentation shows (docs/accessibility.md), by route.

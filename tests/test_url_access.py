@@ -318,7 +318,7 @@ EXPECTED: dict[str, list[Case]] = {
         C(
             "/manage/invite",
             get=NOT_GET,
-            post=ADMINS,
+            post=ADMINS_REDIRECT,
             data=lambda world, role: {"username": f"invitee-{role}"},
         )
     ],
@@ -330,10 +330,10 @@ EXPECTED: dict[str, list[Case]] = {
             get=NOT_GET,
             post=REFUSED + (403, 403, 403),
         ),
-        C("/manage/users/{staff_id}/reset-link", get=NOT_GET, post=REFUSED + (403, 403, 200)),
-        C("/manage/users/{admin_id}/reset-link", get=NOT_GET, post=REFUSED + (403, 200, 200)),
-        C("/manage/users/{clinician_user_id}/reset-link", get=NOT_GET, post=ADMINS),
-        C("/manage/users/{researcher_id}/reset-link", get=NOT_GET, post=ADMINS),
+        C("/manage/users/{staff_id}/reset-link", get=NOT_GET, post=REFUSED + (403, 403, 302)),
+        C("/manage/users/{admin_id}/reset-link", get=NOT_GET, post=REFUSED + (403, 302, 302)),
+        C("/manage/users/{clinician_user_id}/reset-link", get=NOT_GET, post=ADMINS_REDIRECT),
+        C("/manage/users/{researcher_id}/reset-link", get=NOT_GET, post=ADMINS_REDIRECT),
     ],
     "manage/audit/": [
         C("/manage/audit/", get=ADMINS),
@@ -426,6 +426,7 @@ EXPECTED: dict[str, list[Case]] = {
     ],
     "judging/runs/<int:pk>/": [C("/judging/runs/{run_id}/", get=ADMINS)],
     "judging/runs/<int:pk>/ratings.csv": [C("/judging/runs/{run_id}/ratings.csv", get=ADMINS)],
+    "judging/studies/<int:study_id>/runs/": [C("/judging/studies/{study_id}/runs/", get=ADMINS)],
     "judging/runs/<int:pk>/cancel": [
         C("/judging/runs/{run_id}/cancel", get=NOT_GET, post=ADMINS_REDIRECT)
     ],

@@ -91,7 +91,8 @@ def test_the_set_password_page_applies_the_rules(client, admin_user, django_user
     import re
 
     client.force_login(admin_user)
-    page = client.post(reverse("annotation:manage_invite"), {"username": "dora"}).content.decode()
+    invite = client.post(reverse("annotation:manage_invite"), {"username": "dora"}, follow=True)
+    page = invite.content.decode()
     link = re.search(r'id="password-link">http://testserver([^<]+)<', page).group(1)
     client.logout()
     form = client.get(link, follow=True)

@@ -124,7 +124,8 @@ def test_reassign_offers_only_clinicians_who_can_take_it_least_loaded_first(
     # ann and ben both hold c0 and c1; dan holds another study's conversation (one open task).
     assignments_create(study=study, clinicians=[ann, ben], overlap=2, overlap_fraction=1)
     assignments_create(study=study_make(name="Other", conversations=1), clinicians=[dan])
-    html = admin_member_client.get(reverse("annotation:manage")).content.decode()
+    html = admin_member_client.get(reverse("annotation:manage"), {"study": study.pk}).content
+    html = html.decode()
     row = Assignment.objects.get(rater=ann, conversation__external_id="c0")
     # Not ann (holds it) nor ben (holds it too); cleo (no work) before dan (one open task).
     assert _move_menu(html, row) == ["cleo", "dan"]
@@ -142,9 +143,12 @@ def test_reassign_says_so_when_nobody_can_take_it(admin_member_client, db):
     (first, _second) = assignments_create(
         study=study, clinicians=[ann, ben], overlap=2, overlap_fraction=1
     )
-    html = admin_member_client.get(reverse("annotation:manage")).content.decode()
+    html = admin_member_client.get(reverse("annotation:manage"), {"study": study.pk}).content
+    html = html.decode()
     assert _move_menu(html, first) is None
-    assert html.count("No other clinician can take it") == 2
+    # Said once above the table, not in every row; each row says it cannot move.
+    assert html.count("cannot move: every other clinician already holds") == 1
+    assert html.count('<span class="sr-only"> cannot move</span>') == 2
 
 
 def test_practice_is_given_with_checkboxes(admin_member_client, db):

@@ -112,8 +112,8 @@ def test_the_admin_progress_row_agrees(every_state, client, admin_member):
     row = re.search(r"<tr><td>cleo</td>(.*?)</tr>", html, re.DOTALL)
     assert row
     cells = re.findall(r"<td>([^<]*)</td>", row.group(1))
-    # Done, Assigned, In progress, Flagged.
-    assert cells[:4] == ["1", "3", "1", "1"]
+    # Practice, Done, Assigned, Added responses, In progress, Flagged.
+    assert cells[:6] == ["—", "1", "3", "—", "1", "1"]
 
 
 @pytest.fixture

@@ -130,9 +130,10 @@ def test_submitted_work_stays_submitted_and_the_added_response_is_its_own_task(
     listing = client.get(reverse("annotation:manage") + f"?study={study.pk}").content.decode()
     assert listing.count("added responses (part 1)") == 3  # the other clinician had not started
     # The other clinician's unstarted rows: nobody else can take them (both clinicians hold
-    # every conversation), so they offer no move but say why; the parts never move.
+    # every conversation), so they offer no move, said once; the parts never move.
     assert listing.count("Reassign</button>") == 0
-    assert listing.count("No other clinician can take it") == 3
+    assert listing.count("cannot move: every other clinician already holds") == 1
+    assert listing.count('<span class="sr-only"> cannot move</span>') == 3
     changes = AssignmentChange.objects.filter(assignment__in=parts)
     assert changes.count() == 3 and {c.changed_by for c in changes} == {admin_member}
     # Idempotent.

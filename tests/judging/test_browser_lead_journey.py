@@ -166,7 +166,7 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
     try:
         _sign_in(journey, lead, "lead", PASSWORD, "lead", code=True)
 
-        # 1. Import the conversations into a new study.
+        # 1. Import the conversations into a new study, then on to its page.
         journey.nav(lead, "Imports", "lead")
         journey.fill(lead, "#id_new_study", "Journey study", "lead")
         journey.select(lead, "#id_kind", "lead", value="conversations")
@@ -174,11 +174,13 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
         with lead.expect_navigation():
             journey.click(lead, "main form button[type=submit]", "lead")
         assert "Journey study" in lead.inner_text("main")
+        with lead.expect_navigation():
+            journey.click(lead, "#study-page", "lead")
 
-        # 2. Invite two clinicians; each gets a one-time set-password link.
+        # 2. Invite two clinicians from the study's page; each gets a one-time set-password
+        # link, and the page stays the study's.
         links = {}
         for name in ("dr-ames", "dr-bell"):
-            journey.nav(lead, "Manage", "lead")
             journey.fill(lead, "#id_username", name, "lead")
             journey.fill(lead, "#id_email", f"{name}@example.org", "lead")
             with lead.expect_navigation():
@@ -186,11 +188,11 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
                     lead, lead.get_by_role("button", name=re.compile("invite", re.I)), "lead"
                 )
             links[name] = lead.inner_text("#password-link").strip()
+            assert lead.inner_text("h1") == "Journey study"
 
         # 3. Practice: mark the practice conversation, import its references, give it to both.
-        journey.nav(lead, "Manage", "lead")
-        journey.click(lead, lead.get_by_role("link", name="Training and repeats"), "lead")
-        journey.select(lead, "select[name=study]", "lead", label="Journey study")
+        with lead.expect_navigation():
+            journey.click(lead, lead.get_by_role("link", name="Training and repeats"), "lead")
         lead.wait_for_selector("textarea[name=conversations]")
         journey.fill(lead, "textarea[name=conversations]", "p1", "lead")
         with lead.expect_navigation():
@@ -203,20 +205,17 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
         with lead.expect_navigation():
             journey.click(lead, lead.get_by_role("button", name="Assign practice"), "lead")
 
-        # 4. Real work: both clinicians on every conversation (agreement needs overlap).
-        journey.nav(lead, "Manage", "lead")
-        journey.select(lead, "#study-filter", "lead", label="Journey study")
-        lead.wait_for_load_state()
-        assign = "form[action$='assign']"
-        if lead.locator(f"{assign} select[name=study]").input_value() != str(_study_pk()):
-            journey.select(lead, f"{assign} select[name=study]", "lead", label="Journey study")
+        # 4. Real work: the form's defaults give both clinicians every conversation (agreement
+        # needs overlap); only the clinicians are ticked.
+        with lead.expect_navigation():
+            journey.click(lead, lead.get_by_role("link", name="← Journey study"), "lead")
+        assert lead.locator("#id_overlap").input_value() == "2"
+        assert lead.locator("#id_overlap_percent").input_value() == "100"
         for name in ("dr-ames", "dr-bell"):
             journey.click(
                 lead, lead.locator("form[action$='assign'] label", has_text=name).locator("input"),
                 "lead",
             )  # fmt: skip
-        journey.fill(lead, "#id_overlap", "2", "lead")
-        journey.fill(lead, "#id_overlap_percent", "100", "lead")
         with lead.expect_navigation():
             journey.click(lead, lead.get_by_role("button", name="Assign", exact=True), "lead")
 
@@ -232,15 +231,17 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
             _work_through(journey, page, name, 3)  # the practice, then the two conversations
             assert not errors, errors
 
-        # 6. A top-up: a new model's responses to the same conversations, then just those.
-        journey.nav(lead, "Imports", "lead")
-        journey.select(lead, "#id_study", "lead", label="Journey study")
+        # 6. A top-up: a new model's responses to the same conversations, imported from the
+        # study's page, then just those given to the clinicians who hold the conversations.
+        with lead.expect_navigation():
+            journey.click(lead, lead.get_by_role("link", name="Import conversations or ratings"),
+                          "lead")  # fmt: skip
         journey.select(lead, "#id_kind", "lead", value="conversations")
         journey.upload(lead, "#id_file", tmp_path / "topup.csv", "lead")
         with lead.expect_navigation():
             journey.click(lead, "main form button[type=submit]", "lead")
-        journey.nav(lead, "Manage", "lead")
-        journey.select(lead, "#study-filter", "lead", label="Journey study")
+        with lead.expect_navigation():
+            journey.click(lead, "#study-page", "lead")
         lead.wait_for_selector("#topup-notice")
         with lead.expect_navigation():
             journey.click(lead, "#topup-notice button", "lead")
@@ -249,9 +250,11 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
             journey.nav(page, "My queue", name)
             _work_through(journey, page, name, 2)
 
-        # 7. An endpoint for the judge.
-        journey.nav(lead, "Runs", "lead")
-        journey.click(lead, lead.get_by_role("link", name="Model endpoints"), "lead")
+        # 7. An endpoint for the judge, from the study page's Judges step.
+        lead.wait_for_selector("#judges a:has-text('Model endpoints')")
+        with lead.expect_navigation():
+            journey.click(lead, lead.locator("#judges").get_by_role("link", name="Model endpoints"),
+                          "lead")  # fmt: skip
         journey.click(lead, lead.get_by_role("link", name="Add an endpoint"), "lead")
         journey.fill(lead, "#id_name", "GPT-4o judge", "lead")
         journey.select(lead, "#id_provider", "lead", value="openai")
@@ -262,32 +265,27 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
         with lead.expect_navigation():
             journey.click(lead, "#endpoint-form button[type=submit]", "lead")
 
-        # 8. Launch the judge run and see it finish.
-        journey.nav(lead, "Runs", "lead")
-        journey.click(lead, lead.get_by_role("link", name=re.compile("judge run", re.I)), "lead")
-        if lead.locator("#id_study option:checked").inner_text() != "Journey study":
-            journey.select(lead, "#id_study", "lead", label="Journey study")
-        if lead.locator("#id_endpoint option:checked").inner_text() != "GPT-4o judge":
-            journey.select(lead, "#id_endpoint", "lead", label="GPT-4o judge")
-        launch = lead.locator("#launch-form button[type=submit]")
-        journey.click(lead, launch, "lead")
-        if lead.locator("#id_confirm_cost").count():  # an estimate first, then a second Launch
-            lead.wait_for_selector("section.estimate")
-            journey.check(lead, "#id_confirm_cost", "lead")
-            journey.click(lead, launch, "lead")
-        lead.wait_for_url("**/judging/runs/*/")
+        # 8. Launch the judge run from the study's page and see it finish.
+        journey.nav(lead, "Manage", "lead")
+        with lead.expect_navigation():
+            journey.click(lead, lead.get_by_role("link", name="Journey study"), "lead")
+        lead.wait_for_selector("#launch-judge-run")
+        with lead.expect_navigation():
+            journey.click(lead, "#launch-judge-run", "lead")
+        assert lead.locator("#id_study option:checked").inner_text() == "Journey study"
+        assert lead.locator("#id_endpoint option:checked").inner_text() == "GPT-4o judge"
+        lead.wait_for_selector("#estimate-immediate")
+        # Celery runs eagerly here: the launch's answer comes once the run has been worked,
+        # which on a loaded two-core machine can outlast Playwright's 30 s for a click.
+        with lead.expect_navigation(url="**/judging/runs/*/", timeout=180_000):
+            journey.click(lead, "#launch", "lead", no_wait_after=True)
         lead.wait_for_selector(".status-done", timeout=60_000)
         run = Run.objects.get()
 
         # 9. Its results, from the run page: the dashboard with this judge.
-        results = lead.get_by_role("link", name=re.compile("dashboard", re.I))
-        if results.count():
-            with lead.expect_navigation():
-                journey.click(lead, results, "lead")
-        else:  # no way from the run page: the top bar, the study list, the study
-            journey.nav(lead, "Analysis", "lead")
-            with lead.expect_navigation():
-                journey.click(lead, lead.get_by_role("link", name="Journey study"), "lead")
+        with lead.expect_navigation():
+            journey.click(lead, lead.get_by_role("link", name=re.compile("dashboard", re.I)),
+                          "lead")  # fmt: skip
         lead.wait_for_selector("#coverage")
         assert run.rater.name in lead.inner_text("main")
 
