@@ -37,8 +37,18 @@ class ReportFilterForm(forms.Form):
     )
     seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1, initial=0)
 
-    def __init__(self, *args: Any, choices: dict[str, list[str]], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        choices: dict[str, list[str]],
+        published_reading: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        if not published_reading:
+            # A switch that cannot change a number on this study is not offered (and an
+            # as_published in the query string is ignored, as it would change nothing).
+            del self.fields["as_published"]
         every = [("", "all")]
         fields = cast(dict[str, forms.ChoiceField], self.fields)  # the four below are
         fields["condition"].choices = every + [(c, c) for c in choices["conditions"]]

@@ -364,6 +364,18 @@ def invalid_clinician_cells(*, study: Study) -> dict[str, int]:
     return {"invalid": total, "all_zero": zeros}
 
 
+def has_published_reading(*, study: Study) -> bool:
+    """Whether the "as published" reading can differ from the default on this study: only
+    imported cells are read the authors' way, and only an invalid imported cell (a 0 or 6)
+    or an imported judge cell (prose around its JSON) can be read differently. A study rated
+    on the platform, or imported with valid clinician scores only, has nothing to switch."""
+    return Rating.objects.filter(
+        Q(status=Rating.Status.INVALID) | Q(rater__kind=Rater.Kind.JUDGE),
+        response__conversation__study=study,
+        source=Rating.Source.IMPORT,
+    ).exists()
+
+
 def judge_cells_published_drops(*, study: Study) -> int:
     """Imported judge cells our parser read but the authors' plain json.loads rejects."""
     rows = Rating.objects.filter(

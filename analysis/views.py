@@ -28,7 +28,13 @@ from analysis.downloads import rows_download, table_download
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
 from analysis.models import ExportLog
 from analysis.pseudonyms import identified_check, identified_requested
-from analysis.selectors import StudyReport, filter_choices, studies_with_sizes, study_report
+from analysis.selectors import (
+    StudyReport,
+    filter_choices,
+    has_published_reading,
+    studies_with_sizes,
+    study_report,
+)
 from analysis.services import ratings_export_start
 from annotation.csvsafe import csv_attachment
 from annotation.models import Study
@@ -48,6 +54,81 @@ class TableSpec:
     title: str
     columns: tuple[str, ...]
     note: str = ""
+    term: str = ""  # the TERMS entry that explains the table's method
+
+
+@dataclass(frozen=True)
+class Term:
+    slug: str
+    name: str
+    text: str
+
+
+# The methods the dashboard names, in words a clinician-researcher reads without the papers:
+# shown as the page's glossary, and linked from each table that uses one.
+TERMS: tuple[Term, ...] = (
+    Term(
+        "icc",
+        "ICC(C,1) and ICC(A,1)",
+        "Intraclass correlation, computed on each responder's mean score. ICC(C,1), "
+        "consistency, is 1 when the judge ranks and spaces the responders exactly as the "
+        "clinicians do and 0 when its scores are unrelated to theirs; a judge one point kinder "
+        "throughout is not penalised (the bias column shows that). ICC(A,1), absolute "
+        "agreement, counts such an offset against the judge.",
+    ),
+    Term(
+        "ci",
+        "95 % bootstrap interval and its width",
+        "The range an ICC would take over repeated studies like this one, estimated by "
+        "redrawing responders and conversations many times. Its width says how precise the "
+        "number is: wider than 0.355 means the data cannot yet tell a good judge from a poor "
+        "one. From fewer than 4 responders no interval is given (not estimable).",
+    ),
+    Term(
+        "alt-test",
+        "Alternative annotator test",
+        "Leaves each clinician out in turn and asks whether the judge agrees with the "
+        "remaining clinicians at least as well as the left-out clinician does, allowing a "
+        "small margin ε for the judge's lower cost. The judge passes when it wins at least "
+        "half of the clinicians. Needs responses scored by two or more clinicians.",
+    ),
+    Term(
+        "bias",
+        "Bias",
+        "The judge's mean score minus the clinicians' mean score on the same responses: "
+        "positive when the judge is kinder than the clinicians.",
+    ),
+    Term(
+        "judge-assisted",
+        "Judge-assisted estimate",
+        "A clinician mean that uses the judge's scores of the responses no clinician rated to "
+        "narrow its interval (prediction-powered inference). It estimates the same clinician "
+        "mean, whatever the judge: a poor judge only narrows it less.",
+    ),
+    Term(
+        "agreement",
+        "Agreement among clinicians (α, κ)",
+        "Krippendorff's α and Cohen's weighted κ: how far clinicians agree with each other "
+        "beyond chance, 1 for perfect agreement and 0 for chance. They bound how well any "
+        "judge can be expected to agree with a clinician.",
+    ),
+    Term(
+        "calibration",
+        "Calibration (affine, on held-out pairs)",
+        "A straight-line correction, clinician score ≈ a + b·judge score, fitted on 70 % of "
+        "the paired scores and checked on the other 30 % (held out, so the check is honest). "
+        "If it lowers the errors there, rescaling the judge's scores removes most of its bias.",
+    ),
+    Term(
+        "rouge",
+        "ROUGE-L",
+        "Word overlap with the human reference response: the longest sequence of words the "
+        "two share in the same order, as an F-measure from 0 to 1. It says how alike two "
+        "texts are, not how good a response is; its correlation with clinicians' scores says "
+        "whether likeness to the reference tracks quality here.",
+    ),
+)
+TERM_NAMES = {t.slug: t.name for t in TERMS}
 
 
 TABLES: dict[str, TableSpec] = {
@@ -85,6 +166,7 @@ TABLES: dict[str, TableSpec] = {
         "margin ε = 0.2 (experts), tested one-sided and corrected by Benjamini–Yekutieli over "
         "the clinicians. It passes when it wins at least half of them. Needs responses that two "
         "or more clinicians scored (30 per clinician).",
+        term="alt-test",
     ),  # fmt: skip
     "worth": TableSpec(
         "How much clinician work could judge-assisted estimates save?",
@@ -92,6 +174,7 @@ TABLES: dict[str, TableSpec] = {
         "The median, over responders, of ρ²: the squared correlation of the judge's and the "
         "clinicians' scores of the same responses. At equal interval width, judge-assisted "
         "estimates save at most that share of clinician ratings.",
+        term="judge-assisted",
     ),  # fmt: skip
     "reliability": TableSpec(
         "Judge reliability (ICC, bootstrap CI, bias)",
@@ -120,6 +203,7 @@ TABLES: dict[str, TableSpec] = {
         "bootstrap interval over 4 to 30 responders covers about 0.91 of the time; below 4 "
         "responders, from one conversation, or when clinicians or the judge give every "
         "responder the same mean, the ICC is not estimable (the reason column says which).",
+        term="icc",
     ),  # fmt: skip
     "human_means": TableSpec("Human expert means per responder (paper Table 2)", ()),
     "ranking": TableSpec(
@@ -142,9 +226,10 @@ TABLES: dict[str, TableSpec] = {
             "reason",
         ),
         "Items (conversation × response) rated by two or more clinicians.",
+        term="agreement",
     ),  # fmt: skip
     "calibration": TableSpec(
-        "Affine calibration on held-out pairs",
+        "Calibration: does a straight-line rescaling fix the judge? (affine, on held-out pairs)",
         (
             "judge",
             "attribute",
@@ -161,14 +246,17 @@ TABLES: dict[str, TableSpec] = {
         ),
         "human ≈ a + b·judge fitted on 70% of pairs. It removes bias and lowers RMSE, but on "
         "skewed 1–5 scores it can raise the MAE: check both before relying on it.",
+        term="calibration",
     ),  # fmt: skip
     "rouge": TableSpec(
-        "ROUGE-L against the human reference, beside clinician scores",
+        "Word overlap with the human reference (ROUGE-L), beside clinician scores",
         ("responder", "rouge_l", "clinician_avg"),
+        term="rouge",
     ),
     "rouge_correlation": TableSpec(
         "Correlation of ROUGE-L with clinician scores (per response)",
         ("attribute", "n", "pearson_r", "pearson_p", "spearman_rho", "spearman_p", "reason"),
+        term="rouge",
     ),
 }
 
@@ -184,10 +272,20 @@ def _cell(value: object) -> str:
 def _present(name: str, df: pd.DataFrame | None) -> dict[str, Any]:
     spec = TABLES[name]
     if df is None:
-        return {"name": name, "title": spec.title, "note": spec.note, "columns": [], "rows": []}
-    columns = [c for c in spec.columns if c in df.columns] if spec.columns else list(df.columns)
-    rows = [[_cell(v) for v in row] for row in df[columns].itertuples(index=False)]
-    return {"name": name, "title": spec.title, "note": spec.note, "columns": columns, "rows": rows}
+        columns: list[str] = []
+        rows: list[list[str]] = []
+    else:
+        columns = [c for c in spec.columns if c in df.columns] if spec.columns else list(df.columns)
+        rows = [[_cell(v) for v in row] for row in df[columns].itertuples(index=False)]
+    return {
+        "name": name,
+        "title": spec.title,
+        "note": spec.note,
+        "term": spec.term,
+        "term_label": TERM_NAMES.get(spec.term, ""),
+        "columns": columns,
+        "rows": rows,
+    }
 
 
 def _verdicts(report: StudyReport) -> list[dict[str, Any]]:
@@ -242,7 +340,11 @@ def _form_and_report(
 ) -> tuple[ReportFilterForm, StudyReport | None]:
     """The report for the requested subset, or None when the request names a filter or
     parameter that is not valid: never the whole study's numbers under a filter it asked for."""
-    form = ReportFilterForm(request.GET or None, choices=filter_choices(study=study))
+    form = ReportFilterForm(
+        request.GET or None,
+        choices=filter_choices(study=study),
+        published_reading=has_published_reading(study=study),
+    )
     if form.is_bound and not form.is_valid():
         return form, None
     return form, study_report(study=study, filters=form.filters(), params=form.params())
@@ -294,6 +396,7 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
         "answer": [row._asdict() for row in report.answer.itertuples(index=False)],
         "charts": chart_specs,
         "chart_specs": [{"id": f"spec-{k}", "spec": v} for k, v in chart_specs.items()],
+        "terms": TERMS,
         "thresholds": charts.status_thresholds(),
         "status_legend": charts.status_legend(),
         "query": request.GET.urlencode(),

@@ -20,4 +20,19 @@ document.addEventListener("DOMContentLoaded", function () {
       'not be loaded</h2><p>The server could not be reached. No numbers are shown; reload ' +
       'to try again.</p></div>';
   });
+
+  // A link to a folded part (the contents' #table-…, a method's #term-…) opens it: the browser
+  // scrolls to a closed <details> but leaves what it holds hidden.
+  function reveal(id) {
+    var target = id && document.getElementById(id);
+    for (var d = target && target.closest("details"); d; d = d.parentElement.closest("details")) {
+      d.open = true;
+    }
+  }
+  document.addEventListener("click", function (evt) {
+    var link = evt.target.closest && evt.target.closest('a[href^="#"]');
+    if (link) reveal(link.getAttribute("href").slice(1));
+  });
+  window.addEventListener("hashchange", function () { reveal(location.hash.slice(1)); });
+  reveal(location.hash.slice(1));
 });

@@ -46,11 +46,25 @@ def test_researcher_opens_the_mentalalign_dashboard_and_charts_draw(
     page.locator("#chart-icc_heatmap").locator("xpath=../..").screenshot(
         path=str(SCREENSHOTS / "dashboard-figure2-heatmaps.png")
     )
-    page.locator("text=Verdict per attribute").locator("xpath=..").screenshot(
-        path=str(SCREENSHOTS / "dashboard-verdicts.png")
-    )
+    page.click("#verdicts > summary")
+    page.locator("#verdicts").screenshot(path=str(SCREENSHOTS / "dashboard-verdicts.png"))
     page.locator("#chart-forest").screenshot(path=str(SCREENSHOTS / "dashboard-forest.png"))
     page.locator("#chart-figure4").screenshot(path=str(SCREENSHOTS / "dashboard-figure4.png"))
+
+    # The answer and its charts make the page; the detail tables wait, folded, under their
+    # titles, and the contents open the one they name.
+    page.click("#verdicts > summary")  # closed again, as a reader finds it
+    height = page.evaluate("document.documentElement.scrollHeight")
+    print(f"dashboard height at 1280 px: {height} px")
+    assert height < 6000, height  # 8,215 px with every table open
+    assert not page.locator("#table-calibration").evaluate("d => d.open")
+    page.click("nav.toc >> text=Calibration")
+    page.wait_for_function("document.getElementById('table-calibration').open")
+    assert page.locator("#table-calibration table").is_visible()
+    # Every method named on the page is explained on it, and its link opens the explanation.
+    page.locator("#chart-forest ~ p a[href='#term-icc']").click()
+    page.wait_for_function("document.getElementById('terms').open")
+    assert page.locator("#term-icc").is_visible()
 
     # The as-published switch re-renders the report through htmx and says what it counted.
     page.check("#id_as_published")

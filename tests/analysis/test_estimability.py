@@ -112,7 +112,7 @@ def test_the_dashboard_says_not_estimable_with_its_reason(one_conversation, rese
     client = Client()
     client.force_login(researcher)
     html = client.get(f"/analysis/studies/{one_conversation.pk}/").content.decode()
-    verdicts = html.split('id="verdicts"')[1].split("</section>")[0].split("<tbody>")[1]
+    verdicts = html.split('id="verdicts"')[1].split("</details>")[0].split("<tbody>")[1]
     assert verdicts.count("not estimable") >= 7
     assert "the scores come from 1 conversation" in verdicts
     for status in (">GR<", ">MR<", ">PR<", "unreliable", "suitable"):

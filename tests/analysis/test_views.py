@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from html import escape
 
 import pytest
 from django.urls import reverse
@@ -122,8 +123,9 @@ def test_refused_filter_exports_nothing(client, researcher, urls):
 def test_cached_dashboard_runs_few_queries(client, researcher, urls, django_assert_max_num_queries):
     client.force_login(researcher)
     client.get(urls["dashboard"])  # computes and caches the report
-    # 13: one is the second factor's gate asking whether the account has an authenticator.
-    with django_assert_max_num_queries(13):
+    # 14: one is the second factor's gate asking whether the account has an authenticator, one
+    # whether the study has imported cells the "as published" switch could read differently.
+    with django_assert_max_num_queries(14):
         assert client.get(urls["dashboard"]).status_code == 200
 
 
@@ -165,3 +167,50 @@ def test_study_without_texts_says_rouge_is_not_available(client, researcher, sma
     client.force_login(researcher)
     html = client.get(reverse("analysis:dashboard", args=[small_study.study.pk])).content.decode()
     assert "Not available: this study has no response texts." in html
+
+
+def test_the_as_published_switch_is_offered_only_where_it_can_change_a_number(
+    client, researcher, urls, small_study
+):
+    from annotation.models import Rater, Rating
+
+    client.force_login(researcher)
+    # Rated on the platform: nothing was imported, so nothing reads differently as published.
+    html = client.get(urls["dashboard"]).content.decode()
+    assert 'id="id_as_published"' not in html
+    # ...and the parameter in an address changes nothing instead of being refused.
+    assert client.get(urls["dashboard"] + "?as_published=on").status_code == 200
+    # An imported cell outside the 1-5 scale (the release's 0/6) is read as a score as
+    # published: now the switch is offered.
+    rating = Rating.objects.filter(
+        response__conversation__study=small_study.study, rater=small_study.clinicians[0]
+    ).first()
+    Rating.objects.create(
+        rater=Rater.objects.create(name="imported-dr", kind=Rater.Kind.CLINICIAN),
+        response=rating.response,
+        status=Rating.Status.INVALID,
+        source=Rating.Source.IMPORT,
+        raw_output="{}",
+    )
+    html = client.get(urls["dashboard"]).content.decode()
+    assert 'id="id_as_published"' in html
+
+
+def test_every_method_the_dashboard_names_is_explained_on_it(client, researcher, urls):
+    from analysis.views import TERMS
+
+    client.force_login(researcher)
+    html = client.get(urls["dashboard"]).content.decode()
+    terms = html.split('id="terms"')[1]
+    for term in TERMS:
+        assert f'id="term-{term.slug}"' in terms and escape(term.text) in terms
+    # Each link to a term has its explanation on the page.
+    linked = set(re.findall(r'href="#term-([\w-]+)"', html))
+    assert {"icc", "ci", "calibration", "rouge", "alt-test", "agreement"} <= linked
+    assert all(f'id="term-{slug}"' in html for slug in linked)
+    # The details are folded under their titles (the answer table says the same in words);
+    # the answer and the coverage are not.
+    for folded in ("table-reliability", "verdicts", "terms"):
+        assert f'<details class="card table-fold" id="{folded}">' in html
+    assert '<section class="card" id="answer">' in html
+    assert '<section class="card" id="coverage">' in html
