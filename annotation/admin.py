@@ -195,7 +195,9 @@ class DistortionLabelInline(ViewOnlyInline):
 
 @admin.register(Study)
 class StudyAdmin(_LockedOnceUsed, admin.ModelAdmin):
-    list_display = ["name", "kind", "label_scheme", "rubric", "created_at", "import_link"]
+    list_display = [
+        "name", "kind", "label_scheme", "rubric", "text_policy", "created_at", "import_link",
+    ]  # fmt: skip
     list_filter = ["kind"]
     search_fields = ["name"]
     inlines = [DistortionLabelInline]

@@ -111,6 +111,22 @@ class Study(models.Model):
     rationale_min_length = models.PositiveSmallIntegerField(
         default=0, help_text="characters, counted after trimming; applies when required"
     )
+
+    class TextPolicy(models.TextChoices):
+        ANY = "any", "Any endpoint the admins configured"
+        LOCAL_ONLY = "local", "Local models only (servers the study team runs)"
+
+    # Where the study's conversations and responses may be sent, as its ethics approval or
+    # data-sharing agreement says: the judging app refuses a run that would send them
+    # elsewhere, before anything is sent.
+    text_policy = models.CharField(
+        max_length=8,
+        choices=TextPolicy.choices,
+        default=TextPolicy.ANY,
+        verbose_name="where texts may go",
+        help_text="Local models only: runs go to endpoints marked 'on our own servers' "
+        "(llama.cpp, vLLM), never to OpenAI or Anthropic.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -48,6 +48,7 @@ class EndpointForm(forms.ModelForm):
             "model",
             "family",
             "base_url",
+            "on_premises",
             "api_key_env",
             "api_key",
             "default_params",

@@ -42,6 +42,14 @@ class ModelEndpoint(models.Model):
     api_key = EncryptedKeyField(blank=True)
     default_params = models.JSONField(default=dict, blank=True)
     json_mode = models.BooleanField(default=True, help_text="ask for JSON output where supported")
+    # Declared by the admin (an address cannot prove where a server stands): the endpoint runs on
+    # servers the study team controls, so a study kept to local models may send texts to it.
+    on_premises = models.BooleanField(
+        default=False,
+        verbose_name="on our own servers",
+        help_text="This server (llama.cpp, vLLM) runs on machines the study team controls: "
+        "studies kept to local models may use it. Never true for OpenAI or Anthropic.",
+    )
     # Prices in USD per million tokens. NULL means "not set": the list price of a known model is
     # used (judging.services.prices), and for an unknown model the estimate says "price
     # unknown". 0 is a real price (a model on your own server).
@@ -99,9 +107,27 @@ class ModelEndpoint(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    #: Providers whose servers are never the study team's: texts sent there leave the site.
+    HOSTED_PROVIDERS = frozenset({Provider.OPENAI, Provider.ANTHROPIC})
+
+    @property
+    def keeps_texts_local(self) -> bool:
+        """Whether texts sent here stay on the study team's servers: the offline vLLM worker is
+        the platform's own; an OpenAI-compatible server only when an admin declared it."""
+        if self.provider == self.Provider.VLLM_OFFLINE:
+            return True
+        return self.on_premises and self.provider not in self.HOSTED_PROVIDERS
+
     def clean(self) -> None:
         super().clean()
         self._clean_keeps_its_model()
+        if self.on_premises and self.provider in self.HOSTED_PROVIDERS:
+            raise ValidationError(
+                {
+                    "on_premises": f"{self.get_provider_display()} runs on its own servers, "
+                    "not the study team's: a study kept to local models cannot send texts there"
+                }
+            )
         if self.provider == self.Provider.VLLM_OFFLINE:
             if self.structured_output != STRUCTURED_OFF:
                 raise ValidationError(

@@ -58,6 +58,7 @@ from .launch import (
     run_retry_failures,
     run_sweep,
     runs_sweep,
+    text_policy_refusal,
 )
 from .storage import (
     Outcome,
@@ -96,4 +97,5 @@ __all__ = [
     "run_sweep",
     "run_work",
     "runs_sweep",
+    "text_policy_refusal",
 ]

@@ -53,7 +53,14 @@ from .engine import (
     item_messages,
     reask_limit,
 )
-from .launch import LABELLING_MAX_TOKENS, RunError, endpoint_config, run_fail, run_finalize
+from .launch import (
+    LABELLING_MAX_TOKENS,
+    RunError,
+    endpoint_config,
+    run_fail,
+    run_finalize,
+    text_policy_check,
+)
 from .prices import endpoint_prices
 from .storage import Outcome, Result
 
@@ -149,10 +156,11 @@ def run_submit(*, run_id: int) -> list[int]:
     Safe to call several times at once: each part claims disjoint items (SKIP LOCKED).
     """
     made: list[int] = []
-    run = Run.objects.select_related("endpoint").get(id=run_id)
+    run = Run.objects.select_related("endpoint", "study").get(id=run_id)
     if run.status != Run.Status.RUNNING or not run.is_batch:
         return made
     try:
+        text_policy_check(run)  # the study's policy may have changed since the launch
         plan = load_plan(run)
         assert plan.config is not None
         sdk = batch_providers.client(plan.config)

@@ -35,7 +35,14 @@ from .claims import (
     open_items_exist,
     run_status,
 )
-from .launch import LABELLING_MAX_TOKENS, RunError, endpoint_config, run_fail, run_finalize
+from .launch import (
+    LABELLING_MAX_TOKENS,
+    RunError,
+    endpoint_config,
+    run_fail,
+    run_finalize,
+    text_policy_check,
+)
 from .prices import endpoint_prices
 from .storage import (
     Outcome,
@@ -165,13 +172,15 @@ def run_work(*, run_id: int) -> None:
 
     Called by the Celery task; several calls share the run through claims.
     """
-    run = Run.objects.select_related("endpoint").get(id=run_id)
+    run = Run.objects.select_related("endpoint", "study").get(id=run_id)
     if run.is_batch:
         return  # a stale message: batch-mode runs are worked by judging.services.batch
     if run.status != Run.Status.RUNNING:
         run_finalize(run_id=run_id)
         return
     try:
+        # Again here, not only at launch: the study's policy may have changed since.
+        text_policy_check(run)
         plan = RunPlan.load(run)
     except (providers.PermanentError, RunError, ValueError) as exc:
         run_fail(run_id=run_id, error=str(exc))

@@ -94,6 +94,8 @@ def local_endpoints_register(*, base_url: str, model: str) -> list[ModelEndpoint
                 # Free, said so: an unset price would read "price unknown".
                 "price_input_per_mtok": 0.0,
                 "price_output_per_mtok": 0.0,
+                # On this machine: a study kept to local models may use it.
+                "on_premises": True,
             },
         )
         registered.append(endpoint)
@@ -394,11 +396,33 @@ def _check_numbers(*, repeats: int, concurrency: int, parallel_tasks: int) -> No
         raise RunError(f"parallel tasks must be between 1 and 64, got {parallel_tasks}")
 
 
+def text_policy_refusal(*, study: Study, endpoint: ModelEndpoint) -> str:
+    """Why `study`'s texts may not go to `endpoint` under the study's policy, or "" when they
+    may. Asked before a run starts, resumes or retries, and by the engine before it sends."""
+    if study.text_policy == Study.TextPolicy.LOCAL_ONLY and not endpoint.keeps_texts_local:
+        return (
+            f"the study “{study.name}” is kept to local models (its texts stay on servers the "
+            f"study team runs), and {endpoint.name} ({endpoint.get_provider_display()}) is not "
+            "marked as on our own servers; nothing was sent. Use a local endpoint, or change "
+            "the study's policy if its ethics approval allows."
+        )
+    return ""
+
+
+def text_policy_check(run: Run) -> None:
+    """Raise RunError when `run` would send its study's texts where the study's policy forbids."""
+    refusal = text_policy_refusal(study=run.study, endpoint=run.endpoint)
+    if refusal:
+        raise RunError(refusal)
+
+
 def _start(run: Run) -> None:
     """Mark `run` running (or done when it has nothing to do) and enqueue its tasks on commit.
 
+    Refused (RunError) when the study's policy forbids sending its texts to the run's endpoint.
     Precondition: inside a transaction that holds (or just created) the run row.
     """
+    text_policy_check(run)
     now = timezone.now()
     if not RunItem.objects.filter(
         run=run, status__in=[RunItem.Status.PENDING, RunItem.Status.RUNNING]
