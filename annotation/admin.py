@@ -18,6 +18,8 @@ from .models import (
     ImportLog,
     LabelAnnotation,
     LabelChange,
+    MailPreference,
+    MailSent,
     Rater,
     Rating,
     RatingChange,
@@ -388,3 +390,16 @@ class ClinicianSampleAdmin(ViewOnlyAdmin):
     list_display = ["study", "method", "size", "population", "seed", "created_by", "created_at"]
     list_filter = ["study", "method"]
     exclude = ["conversations"]  # hundreds of ids; the release and the page list them
+
+
+# E-mail is sent by the upkeep worker and recorded once; a person's answer to the unsubscribe
+# link is theirs: both view-only here.
+@admin.register(MailSent)
+class MailSentAdmin(ViewOnlyAdmin):
+    list_display = ["sent_at", "kind", "user", "study", "subject"]
+    list_filter = ["kind", "study"]
+
+
+@admin.register(MailPreference)
+class MailPreferenceAdmin(ViewOnlyAdmin):
+    list_display = ["user", "unsubscribed_at"]

@@ -10,11 +10,13 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_POST
 
+from . import tasks
 from .admin_selectors import (
     LABEL_CHANGE_HEADER,
     RATING_CHANGE_HEADER,
@@ -75,7 +77,9 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
     study = study_from_request(request)
     shown = request.session.pop(PASSWORD_LINK_SESSION_KEY, None)
     if shown and "link" not in extra:
-        extra.update(link_for=shown["username"], link=shown["link"])
+        extra.update(
+            link_for=shown["username"], link=shown["link"], emailed_to=shown.get("emailed_to", "")
+        )
     progress = clinician_progress(study=study)
     manageable = manageable_user_ids(
         actor=request.user, user_ids=[p.rater.user_id for p in progress if p.rater.user_id]
@@ -223,11 +227,14 @@ def _password_link(request: AuthenticatedHttpRequest, user: User) -> str:
     return request.build_absolute_uri(path)
 
 
-def _show_link_once(request: AuthenticatedHttpRequest, user: User) -> HttpResponse:
+def _show_link_once(
+    request: AuthenticatedHttpRequest, user: User, *, emailed_to: str = ""
+) -> HttpResponse:
     """Back to the study page the request came from, which shows the link once."""
     request.session[PASSWORD_LINK_SESSION_KEY] = {
         "username": user.get_username(),
         "link": _password_link(request, user),
+        "emailed_to": emailed_to,
     }
     return redirect(_manage_url(study_from_request(request), "password-link-card"))
 
@@ -244,7 +251,14 @@ def invite(request: AuthenticatedHttpRequest) -> HttpResponse:
         except ValueError as exc:
             form.add_error("username", str(exc))
         else:
-            return _show_link_once(request, user)
+            email = user.email
+            if email:
+                # The upkeep worker e-mails the invitation once the account is committed.
+                study = study_from_request(request)
+                transaction.on_commit(
+                    lambda: tasks.invitation_mail_send.delay(user.pk, study.pk if study else None)
+                )
+            return _show_link_once(request, user, emailed_to=email)
     return _overview(request, invite_form=form, status=422)
 
 

@@ -119,6 +119,14 @@ class Study(models.Model):
     # Where the study's conversations and responses may be sent, as its ethics approval or
     # data-sharing agreement says: the judging app refuses a run that would send them
     # elsewhere, before anything is sent.
+    # A clinician with open work and no progress for this many days gets one e-mail reminder
+    # (annotation.services.mail); 0: never.
+    remind_after_days = models.PositiveSmallIntegerField(
+        default=3,
+        verbose_name="remind after (days)",
+        help_text="E-mail a clinician whose assigned work has not moved for this many days "
+        "(once per pause); 0: never.",
+    )
     text_policy = models.CharField(
         max_length=8,
         choices=TextPolicy.choices,
@@ -665,3 +673,47 @@ class AssignmentChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.field}: {self.old_value!r} → {self.new_value!r}"
+
+
+class MailPreference(models.Model):
+    """A person's answer to the unsubscribe link: from `unsubscribed_at` on, the platform sends
+    them no e-mail it decides to send (invitations, reminders). A password link they ask for
+    themselves is still sent."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mail_preference"
+    )
+    unsubscribed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {'unsubscribed' if self.unsubscribed_at else 'subscribed'}"
+
+
+class MailSent(models.Model):
+    """Each e-mail the platform sent of its own accord, once: (user, kind, key) is unique, so a
+    reminder for one pause in someone's work is sent once however often the check runs."""
+
+    class Kind(models.TextChoices):
+        INVITATION = "invitation", "Invitation"
+        REMINDER = "reminder", "Reminder"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mail_sent"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    study = models.ForeignKey(
+        Study, on_delete=models.CASCADE, null=True, blank=True, related_name="mail_sent"
+    )
+    key = models.CharField(max_length=100)
+    subject = models.CharField(max_length=200)
+    sent_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-sent_at", "-id"]
+        verbose_name_plural = "mail sent"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "kind", "key"], name="mail_sent_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} to {self.user} at {self.sent_at:%Y-%m-%d %H:%M}"

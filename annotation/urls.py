@@ -35,4 +35,6 @@ urlpatterns = [
         name="password_set",
     ),
     path("accounts/set-password/done/", admin_views.password_set_done, name="password_set_done"),
+    # In every e-mail the platform sends: stop them, without signing in.
+    path("mail/unsubscribe/<str:token>/", views.unsubscribe, name="unsubscribe"),
 ]

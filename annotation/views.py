@@ -39,6 +39,7 @@ from .services import (
     judge_rater_get_or_create,
     label_annotation_save,
     label_assignment_submit,
+    mail,
     mentalalign_import,
     rating_save,
     study_get_or_create,
@@ -315,3 +316,19 @@ def _to_next(request: HttpRequest, *, after) -> HttpResponse:
     if following is None:
         return redirect("annotation:queue")
     return redirect("annotation:rate", token=following.token)
+
+
+@csrf_exempt  # the signed token is the secret; mail clients' one-click POST carries no cookie
+def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
+    """The link in every e-mail the platform sends: GET asks, POST stops the e-mail at once
+    (also the one-click POST of RFC 8058 that mail clients send). No sign-in needed."""
+    user_id = mail.unsubscribe_user_id(token=token)
+    if user_id is None:
+        return render(request, "annotation/unsubscribe.html", {"invalid": True}, status=404)
+    if request.method == "POST":
+        if not mail.unsubscribe(user_id=user_id):
+            return render(request, "annotation/unsubscribe.html", {"invalid": True}, status=404)
+        return render(request, "annotation/unsubscribe.html", {"done": True})
+    if request.method != "GET":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    return render(request, "annotation/unsubscribe.html", {"token": token})

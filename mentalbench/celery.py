@@ -39,6 +39,13 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
         name="judging: sweep runs whose workers are gone",
         expires=every.total_seconds(),
     )
+    remind = timedelta(seconds=settings.MAIL_REMINDER_CHECK_SECONDS)
+    sender.add_periodic_task(
+        remind,
+        sender.signature("annotation.tasks.reminders_send"),
+        name="annotation: e-mail clinicians whose assigned work has paused",
+        expires=remind.total_seconds(),
+    )
     poll = timedelta(seconds=settings.JUDGING_BATCH_POLL_SECONDS)
     sender.add_periodic_task(
         poll,

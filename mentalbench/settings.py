@@ -377,6 +377,8 @@ CELERY_TASK_ROUTES = {
     name: {"queue": "upkeep"}
     for name in (
         "accounts.tasks.password_reset_mail_send",
+        "annotation.tasks.invitation_mail_send",
+        "annotation.tasks.reminders_send",
         "judging.tasks.runs_sweep",
         "judging.tasks.batch_submit",
         "judging.tasks.batches_poll",
@@ -682,6 +684,13 @@ EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)
 EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 20)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "mentalbench@localhost")
+# How often Celery beat looks for clinicians to remind (each study says after how many days
+# without progress: Study.remind_after_days); a pause is reminded once however often it looks.
+MAIL_REMINDER_CHECK_SECONDS = envint("MAIL_REMINDER_CHECK_SECONDS", 3600)
+if MAIL_REMINDER_CHECK_SECONDS < 60:
+    raise ImproperlyConfigured(
+        f"MAIL_REMINDER_CHECK_SECONDS must be at least 60, got {MAIL_REMINDER_CHECK_SECONDS}"
+    )
 
 # Two-factor: TOTP apps with one-time recovery codes.
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]

@@ -378,6 +378,10 @@ EXPECTED: dict[str, list[Case]] = {
         C("/accounts/set-password/{uidb64}/{reset_token}/", get=_by_role(*[302] * 7))
     ],
     "accounts/set-password/done/": [C("/accounts/set-password/done/", get=EVERYONE_200)],
+    # In every e-mail: public (the signed token is the key); a token that is not one is 404.
+    "mail/unsubscribe/<str:token>/": [
+        C("/mail/unsubscribe/not-a-token/", get=NOWHERE, post=NOWHERE)
+    ],
     "analysis/": [C("/analysis/", get=RESEARCHERS)],
     "analysis/studies/<int:study_id>/": [C("/analysis/studies/{study_id}/", get=RESEARCHERS)],
     "analysis/studies/<int:study_id>/tables/<slug:name>.csv": [

@@ -1,0 +1,27 @@
+"""Celery tasks of the annotation app: thin, JSON arguments only; the work is in
+annotation.services.mail. Both run on the upkeep queue (settings.CELERY_TASK_ROUTES)."""
+
+from smtplib import SMTPException
+
+from celery import shared_task
+
+from .services import mail
+
+# A relay that is briefly unreachable: try again a little later, a few times. A message is
+# recorded only once the relay took it, so a retry never sends one twice.
+_RETRY = {
+    "autoretry_for": (SMTPException, ConnectionError, TimeoutError),
+    "retry_backoff": 10,
+    "max_retries": 5,
+}
+
+
+@shared_task(ignore_result=True, **_RETRY)
+def invitation_mail_send(user_id: int, study_id: int | None = None) -> None:
+    mail.invitation_send(user_id=user_id, study_id=study_id)
+
+
+@shared_task(ignore_result=True, **_RETRY)
+def reminders_send() -> None:
+    """Periodic (Celery beat): remind clinicians whose assigned work has paused."""
+    mail.reminders_send()
