@@ -7,7 +7,12 @@ from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from annotation.admin import ViewOnlyAdmin
 from annotation.services.rating import username_clean
 
-from .models import SignInEvent, TokenName, TotpCodeUse
+from .models import ErasureRecord, SignInEvent, TokenName, TotpCodeUse
+
+
+@admin.register(ErasureRecord)
+class ErasureRecordAdmin(ViewOnlyAdmin):
+    list_display = ["erased_at", "account_id", "erased_by", "reason"]
 
 
 @admin.register(SignInEvent)

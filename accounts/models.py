@@ -54,3 +54,23 @@ class TotpCodeUse(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}: step {self.step}"
+
+
+class ErasureRecord(models.Model):
+    """That a person's personal data was erased, by whom and when: the audit of an erasure
+    request. It names the account by its number only (its name is what was erased) and counts
+    what went; the ratings stay, under the account's pseudonymous study codes."""
+
+    account_id = models.PositiveIntegerField(help_text="the erased account's number")
+    erased_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    erased_at = models.DateTimeField(auto_now_add=True)
+    reason = models.CharField(max_length=200, blank=True, help_text="e.g. the request's reference")
+    removed = models.JSONField(default=dict, help_text="what was removed, by kind: counts")
+
+    class Meta:
+        ordering = ["-erased_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"account {self.account_id} erased at {self.erased_at:%Y-%m-%d %H:%M}"

@@ -13,7 +13,7 @@ from knox.models import AuthToken
 
 from annotation.roles import can_read_analysis
 
-from .models import SignInEvent, TokenName, TotpCodeUse
+from .models import ErasureRecord, SignInEvent, TokenName, TotpCodeUse
 from .selectors import api_tokens_live, two_factor_required, two_factor_used, user_has_totp
 
 
@@ -148,3 +148,76 @@ class SiteName:
 
     name: str
     domain: str
+
+
+class ErasureError(ValueError):
+    """An erasure that cannot be done (no such account, or not the actor's to erase)."""
+
+
+@transaction.atomic
+def person_erase(*, user_id: int, actor=None, reason: str = "") -> ErasureRecord:
+    """Erase a person's personal data on request; their ratings stay, as research data, under
+    their pseudonymous study codes (C01, …), which never held their name.
+
+    Gone: the username (now ``erased-<number>``), names and e-mail address, the password and
+    every way to sign in (second factors, SSO links, API tokens; the account is deactivated, so
+    its sessions end), the sign-in log and lock-out records under the account or its old name,
+    the e-mail records and preferences. The clinician (rater) named after the account takes a
+    pseudonym too, so identified exports name no one. `actor` None is the operator (the
+    command line); an admin may erase only accounts with fewer rights than their own.
+    Recorded in `ErasureRecord`, by number.
+    """
+    from allauth.account.models import EmailAddress
+    from allauth.mfa.models import Authenticator
+    from allauth.socialaccount.models import SocialAccount
+    from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+
+    from annotation.models import MailPreference, MailSent, Rater
+    from annotation.roles import user_can_manage
+
+    User = get_user_model()
+    user = User.objects.select_for_update().filter(pk=user_id).first()
+    if user is None:
+        raise ErasureError(f"no account number {user_id}")
+    if actor is not None and not user_can_manage(actor=actor, target=user):
+        raise ErasureError(
+            f"you may not erase account {user_id}: admins act only on accounts with fewer "
+            "rights than their own"
+        )
+    old_name = user.get_username()
+    removed: dict[str, int] = {}
+
+    def gone(kind: str, queryset) -> None:
+        removed[kind] = queryset.delete()[0]
+
+    gone("sign-in log entries", SignInEvent.objects.filter(user=user))
+    gone(
+        "sign-in log entries under the name", SignInEvent.objects.filter(username__iexact=old_name)
+    )
+    for model in (AccessAttempt, AccessLog, AccessFailureLog):
+        gone(
+            f"lock-out records ({model.__name__})", model.objects.filter(username__iexact=old_name)
+        )
+    gone("e-mail addresses", EmailAddress.objects.filter(user=user))
+    gone("single sign-on links", SocialAccount.objects.filter(user=user))
+    gone("second factors", Authenticator.objects.filter(user=user))
+    gone("TOTP code records", TotpCodeUse.objects.filter(user=user))
+    gone("API tokens", AuthToken.objects.filter(user=user))
+    gone("e-mail records", MailSent.objects.filter(user=user))
+    gone("e-mail preferences", MailPreference.objects.filter(user=user))
+    raters = list(Rater.objects.filter(user=user))
+    for rater in raters:
+        rater.name = f"erased-clinician-{rater.pk}"
+        rater.save(update_fields=["name"])
+    removed["clinician names replaced"] = len(raters)
+    user.username = f"erased-{user.pk}"
+    user.first_name = user.last_name = user.email = ""
+    user.is_active = False
+    user.set_unusable_password()  # and the session hash changes: its sessions end
+    user.save()
+    return ErasureRecord.objects.create(
+        account_id=user.pk,
+        erased_by=actor,
+        reason=reason,
+        removed={k: v for k, v in removed.items() if v},
+    )
