@@ -18,6 +18,7 @@ from django.db.models import Count
 from analysis import reports
 from analysis.selectors import attribute_names, coverage, exclusions_for, scores_frame
 from annotation.models import Rater, Rating, Responder, Study
+from annotation.selectors import SMALL_CELL, clinicians_summary
 from scoring.rubric import DEFAULT_RUBRIC_NAME
 
 #: The reliability table as `reliability_report` computes it by default.
@@ -178,6 +179,8 @@ def datasheet_markdown(
             "",
         ]
 
+    out += _clinicians(study)
+
     out += ["### Self-preference exclusions", ""]
     out.append("A judge is not compared with the clinicians on responses by its own model family:")
     out.append("")
@@ -276,6 +279,32 @@ def _collection(study: Study) -> list[str]:
             "how they were collected is not recorded on the platform."
         )
     return lines
+
+
+def _clinicians(study: Study) -> list[str]:
+    """Who rated, in counts (credentials as the clinicians or admins entered them) and their
+    consent: no name, and a count under SMALL_CELL shown only as "fewer than" it."""
+    summary = clinicians_summary(study=study)
+    out = [
+        "### The clinicians: credentials and consent",
+        "",
+        f"{summary.clinicians} clinicians rated. Counts under {SMALL_CELL} are shown as "
+        f"'fewer than {SMALL_CELL}' so that no clinician can be singled out.",
+        "",
+    ]
+    out += _table(("specialty", "clinicians"), summary.specialties)
+    out.append("")
+    out += _table(("years in practice", "clinicians"), summary.years)
+    out.append("")
+    if summary.consents:
+        out += _table(
+            ("consent text version", "accepted", "withdrawn"),
+            [(f"v{v}", accepted, withdrawn) for v, accepted, withdrawn in summary.consents],
+        )
+    else:
+        out.append("The study asked for no consent on the platform.")
+    out.append("")
+    return out
 
 
 def datasheet_blocks(markdown: str) -> list[dict[str, Any]]:

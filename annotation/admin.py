@@ -12,7 +12,10 @@ from .models import (
     Attribute,
     AttributeLevel,
     CalibrationSettings,
+    ClinicianCredentials,
     ClinicianSample,
+    ConsentRecord,
+    ConsentText,
     Conversation,
     DistortionLabel,
     ImportLog,
@@ -38,6 +41,7 @@ from .selectors import (
     rubric_in_use,
     study_has_work,
 )
+from .services.consent import consent_text_publish
 
 
 class ViewOnlyAdmin(admin.ModelAdmin):
@@ -403,3 +407,38 @@ class MailSentAdmin(ViewOnlyAdmin):
 @admin.register(MailPreference)
 class MailPreferenceAdmin(ViewOnlyAdmin):
     list_display = ["user", "unsubscribed_at"]
+
+
+# A published consent text is what clinicians agreed to: never edited or deleted here. A new
+# version is added (numbered by consent_text_publish) and every clinician accepts it again.
+@admin.register(ConsentText)
+class ConsentTextAdmin(admin.ModelAdmin):
+    list_display = ["study", "version", "on_withdrawal", "created_at"]
+    list_filter = ["study"]
+    fields = ["study", "text", "on_withdrawal"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        published = consent_text_publish(
+            study=obj.study, text=obj.text, on_withdrawal=obj.on_withdrawal, actor=request.user
+        )
+        obj.pk, obj.version, obj.created_at = published.pk, published.version, published.created_at
+
+
+@admin.register(ConsentRecord)
+class ConsentRecordAdmin(ViewOnlyAdmin):
+    list_display = ["consent_text", "rater", "accepted_at", "withdrawn_at", "ratings_removed"]
+    list_filter = ["consent_text__study"]
+
+
+@admin.register(ClinicianCredentials)
+class ClinicianCredentialsAdmin(admin.ModelAdmin):
+    """Entered by the clinician (/rate/credentials/) or here by an admin."""
+
+    list_display = ["rater", "specialty", "years_in_practice", "updated_at"]
+    raw_id_fields = ["rater"]

@@ -3,7 +3,7 @@ from typing import Any, cast
 from django import forms
 from django.http import QueryDict
 
-from .models import ClinicianSample, Rater, Study
+from .models import ClinicianCredentials, ClinicianSample, Rater, Study
 
 
 class ImportForm(forms.Form):
@@ -183,3 +183,10 @@ class AuditFilterForm(forms.Form):
             self.add_error("date_to", "The last day comes before the first.")
         data["conversation"] = (data.get("conversation") or "").strip()
         return data
+
+
+class CredentialsForm(forms.ModelForm):
+    class Meta:
+        model = ClinicianCredentials
+        fields = ["specialty", "years_in_practice", "licence", "conflicts_of_interest"]
+        widgets = {"conflicts_of_interest": forms.Textarea(attrs={"rows": 3})}

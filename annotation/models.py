@@ -717,3 +717,74 @@ class MailSent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} to {self.user} at {self.sent_at:%Y-%m-%d %H:%M}"
+
+
+class ConsentText(models.Model):
+    """A version of a study's consent text, set by its lead. A study with any version requires
+    the clinicians' consent to its latest one before their first rating (and again when a new
+    version is published). What happens to a clinician's ratings on withdrawal is part of the
+    text they agreed to."""
+
+    class OnWithdrawal(models.TextChoices):
+        KEEP = "keep", "Keep the ratings given so far (under the clinician's study code)"
+        REMOVE = "remove", "Remove the clinician's ratings from the study"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="consent_texts")
+    version = models.PositiveSmallIntegerField()
+    text = models.TextField()
+    on_withdrawal = models.CharField(
+        max_length=8, choices=OnWithdrawal.choices, default=OnWithdrawal.KEEP
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "version"], name="consent_text_version_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study} consent v{self.version}"
+
+
+class ConsentRecord(models.Model):
+    """A clinician's consent to one version of a study's consent text, and its withdrawal."""
+
+    consent_text = models.ForeignKey(ConsentText, on_delete=models.PROTECT, related_name="records")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="consents")
+    accepted_at = models.DateTimeField(auto_now_add=True)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
+    ratings_removed = models.PositiveIntegerField(
+        default=0, help_text="ratings removed on withdrawal, as the consent text said"
+    )
+
+    class Meta:
+        ordering = ["-accepted_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["consent_text", "rater"], name="consent_once")
+        ]
+
+    def __str__(self) -> str:
+        state = "withdrawn" if self.withdrawn_at else "given"
+        return f"{self.rater} consent to {self.consent_text}: {state}"
+
+
+class ClinicianCredentials(models.Model):
+    """What a study reports about its raters, entered by the clinician or an admin. The release
+    summarises it (counts by specialty and years in practice) without naming anyone."""
+
+    rater = models.OneToOneField(Rater, on_delete=models.CASCADE, related_name="credentials")
+    specialty = models.CharField(max_length=100, blank=True, help_text="e.g. psychiatry")
+    years_in_practice = models.PositiveSmallIntegerField(null=True, blank=True)
+    licence = models.CharField(max_length=200, blank=True, help_text="free text")
+    conflicts_of_interest = models.TextField(blank=True, help_text="declared conflicts, if any")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "clinician credentials"
+
+    def __str__(self) -> str:
+        return f"credentials of {self.rater}"

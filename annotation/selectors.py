@@ -595,3 +595,83 @@ def clinician_sample_current(*, study: Study) -> ClinicianSample | None:
 
 def clinician_sample_external_ids(*, sample: ClinicianSample) -> set[str]:
     return set(sample.conversations.values_list("external_id", flat=True))
+
+
+def studies_awaiting_consent(*, user) -> list:
+    """The studies with open work for `user` whose consent text they have not accepted (in its
+    latest version), for the queue to lead them to it first."""
+    from .services.consent import consent_refusal
+
+    rater = Rater.objects.filter(user=user).first()
+    if rater is None:
+        return []
+    studies = Study.objects.filter(
+        conversations__assignments__rater=rater,
+        conversations__assignments__status__in=(
+            Assignment.Status.PENDING,
+            Assignment.Status.IN_PROGRESS,
+        ),
+        consent_texts__isnull=False,
+    ).distinct()
+    return [s for s in studies.order_by("name") if consent_refusal(study_id=s.pk, rater=rater)]
+
+
+#: Counts under this are shown as "fewer than 3" in what a release says about its clinicians:
+#: a specialty held by one rater of a small study would name them.
+SMALL_CELL = 3
+YEARS_BANDS = ((0, 4, "under 5 years"), (5, 9, "5-9 years"), (10, 19, "10-19 years"))
+
+
+@dataclass(frozen=True)
+class CliniciansSummary:
+    clinicians: int
+    specialties: list[tuple[str, str]]  # (specialty, count as shown)
+    years: list[tuple[str, str]]
+    consents: list[tuple[int, int, int]]  # (version, accepted, withdrawn)
+
+
+def _shown(n: int) -> str:
+    return str(n) if n == 0 or n >= SMALL_CELL else f"fewer than {SMALL_CELL}"
+
+
+def clinicians_summary(*, study: Study) -> CliniciansSummary:
+    """What a study's release says about the clinicians who rated it, naming no one: counts by
+    specialty and years in practice (small cells masked), and each consent version's
+    acceptances and withdrawals."""
+    from .models import ClinicianCredentials, ConsentRecord
+
+    raters = Rater.objects.filter(
+        kind=Rater.Kind.CLINICIAN, ratings__response__conversation__study=study
+    ).distinct()
+    credentials = {c.rater_id: c for c in ClinicianCredentials.objects.filter(rater__in=raters)}
+    specialties: dict[str, int] = {}
+    years: dict[str, int] = {}
+    for rater_id in raters.values_list("id", flat=True):
+        c = credentials.get(rater_id)
+        specialty = (c.specialty.strip().lower() if c else "") or "not given"
+        specialties[specialty] = specialties.get(specialty, 0) + 1
+        band = "not given"
+        if c is not None and c.years_in_practice is not None:
+            band = next(
+                (label for low, high, label in YEARS_BANDS if low <= c.years_in_practice <= high),
+                "20 years or more",
+            )
+        years[band] = years.get(band, 0) + 1
+    consents = [
+        (
+            version,
+            ConsentRecord.objects.filter(
+                consent_text__study=study, consent_text__version=version
+            ).count(),
+            ConsentRecord.objects.filter(
+                consent_text__study=study, consent_text__version=version, withdrawn_at__isnull=False
+            ).count(),
+        )
+        for version in study.consent_texts.order_by("version").values_list("version", flat=True)
+    ]
+    return CliniciansSummary(
+        clinicians=raters.count(),
+        specialties=[(k, _shown(v)) for k, v in sorted(specialties.items())],
+        years=[(k, _shown(v)) for k, v in sorted(years.items())],
+        consents=consents,
+    )

@@ -9,6 +9,8 @@ urlpatterns = [
     # Clinicians: everything is addressed by the assignment's opaque token.
     path("rate/", views.queue, name="queue"),
     path("rate/guidelines/", views.guidelines, name="guidelines"),  # before the token route
+    path("rate/consent/<int:study_id>/", views.consent_page, name="consent"),
+    path("rate/credentials/", views.credentials, name="credentials"),
     path("rate/<str:token>/", views.rate, name="rate"),
     path("rate/<str:token>/save", views.save, name="save"),
     path("rate/<str:token>/labels", views.save_labels, name="save_labels"),

@@ -3,18 +3,18 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
 from .calibration import calibration_after_submit
-from .forms import FlagForm, ImportForm, LabelSaveForm, ScoreSaveForm
+from .forms import CredentialsForm, FlagForm, ImportForm, LabelSaveForm, ScoreSaveForm
 from .importers.base import ImportProblem, file_sha256
 from .importers.limits import ImportLimits
 from .importers.mentalalign import read_workbook
 from .importers.mentalbench import read_conversations
-from .models import Study
+from .models import ClinicianCredentials, ConsentRecord, Rater, Study
 from .roles import ADMIN, CLINICIAN, AuthenticatedHttpRequest, role_required
 from .selectors import (
     assignment_get_for_user,
@@ -25,6 +25,7 @@ from .selectors import (
     progress_for_user,
     queue_for_user,
     rating_page,
+    studies_awaiting_consent,
     task_kind,
 )
 from .services import (
@@ -34,6 +35,7 @@ from .services import (
     assignment_flag,
     assignment_heartbeat,
     assignment_submit,
+    consent,
     conversations_import,
     human_workbook_sources,
     judge_rater_get_or_create,
@@ -160,6 +162,7 @@ def queue(request: HttpRequest) -> HttpResponse:
             "queue": queue_for_user(user=request.user),
             "progress": progress_for_user(user=request.user),
             "next": next_assignment_for_user(user=request.user),
+            "consent_studies": studies_awaiting_consent(user=request.user),
         },
     )
 
@@ -187,6 +190,11 @@ def _label_context(request: HttpRequest, assignment, **extra) -> dict:
 @role_required(CLINICIAN)
 def rate(request: HttpRequest, token: str) -> HttpResponse:
     assignment = assignment_get_for_user(user=request.user, token=token)
+    study_id = assignment.conversation.study_id
+    if assignment.status in consent.OPEN and consent.consent_refusal(
+        study_id=study_id, rater=assignment.rater_id
+    ):
+        return redirect("annotation:consent", study_id=study_id)
     if not assignments_for_user(user=request.user).filter(pk=assignment.pk).exists():
         # Real work that waits for the clinician's practice result: the queue says why.
         messages.info(request, "This task opens once your practice in this study has passed.")
@@ -332,3 +340,60 @@ def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
     if request.method != "GET":
         return HttpResponse(status=405, headers={"Allow": "GET, POST"})
     return render(request, "annotation/unsubscribe.html", {"token": token})
+
+
+@role_required(CLINICIAN)
+def consent_page(request: AuthenticatedHttpRequest, study_id: int) -> HttpResponse:
+    """The study's consent text: accept it before the first rating, or withdraw."""
+    study = get_object_or_404(Study, pk=study_id)
+    rater = Rater.objects.filter(user=request.user).first()
+    current = consent.consent_current(study_id=study.pk)
+    if (
+        rater is None
+        or current is None
+        or not rater.assignments.filter(conversation__study=study).exists()
+    ):
+        raise Http404("No consent to give here")
+    if request.method == "POST":
+        try:
+            if request.POST.get("action") == "withdraw":
+                record = consent.consent_withdraw(
+                    study_id=study.pk, rater=rater, actor=request.user
+                )
+                messages.info(
+                    request,
+                    f"Your consent to {study.name} is withdrawn: it takes no more work from you"
+                    + (
+                        f", and your {record.ratings_removed} ratings were removed."
+                        if record.ratings_removed
+                        else "; what you rated so far stays, as its consent text says."
+                    ),
+                )
+            else:
+                consent.consent_accept(study_id=study.pk, rater=rater)
+                messages.success(request, f"Thank you: your consent to {study.name} is recorded.")
+        except consent.ConsentError as exc:
+            messages.error(request, str(exc))
+        return redirect("annotation:queue")
+    accepted = ConsentRecord.objects.filter(consent_text=current, rater=rater).first()
+    return render(
+        request,
+        "annotation/consent.html",
+        {"study": study, "text": current, "accepted": accepted},
+    )
+
+
+@role_required(CLINICIAN)
+def credentials(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The clinician's own credentials, which a release summarises without naming anyone."""
+    rater = Rater.objects.filter(user=request.user).first()
+    if rater is None:
+        raise Http404("No clinician record for this account")
+    instance = ClinicianCredentials.objects.filter(rater=rater).first()
+    form = CredentialsForm(request.POST or None, instance=instance)
+    if request.method == "POST" and form.is_valid():
+        form.instance.rater = rater
+        form.save()
+        messages.success(request, "Your credentials are saved.")
+        return redirect("annotation:queue")
+    return render(request, "annotation/credentials.html", {"form": form})

@@ -378,6 +378,22 @@ EXPECTED: dict[str, list[Case]] = {
         C("/accounts/set-password/{uidb64}/{reset_token}/", get=_by_role(*[302] * 7))
     ],
     "accounts/set-password/done/": [C("/accounts/set-password/done/", get=EVERYONE_200)],
+    # A study's consent text, for its own clinicians when it has one (this study asks none).
+    "rate/consent/<int:study_id>/": [
+        C(
+            "/rate/consent/{study_id}/",
+            get=(LOGIN, 404, 404, 403, 404, 404, 404),
+            post=(LOGIN, 404, 404, 403, 404, 404, 404),
+        )
+    ],
+    # Each clinician's own credentials; accounts without a clinician record have none.
+    "rate/credentials/": [
+        C(
+            "/rate/credentials/",
+            get=(LOGIN, 200, 200, 403, 404, 404, 404),
+            post=(LOGIN, 200, 200, 403, 404, 404, 404),
+        )
+    ],
     # In every e-mail: public (the signed token is the key); a token that is not one is 404.
     "mail/unsubscribe/<str:token>/": [
         C("/mail/unsubscribe/not-a-token/", get=NOWHERE, post=NOWHERE)

@@ -35,6 +35,7 @@ from ..models import (
 from ..roles import CLINICIAN, role_add, user_can_manage
 from ..tokens import password_token_generator
 from ..usernames import username_normalised, usernames_look_alike
+from .consent import consent_refusal
 from .importing import BATCH
 
 # A heartbeat adds at most this many seconds: the page sends one every 15 s while it is visible
@@ -248,6 +249,11 @@ def assignment_lock_open(assignment: Assignment) -> Assignment:
     )
     if locked.status not in OPEN:
         raise AssignmentLocked(f"this conversation is {locked.get_status_display().lower()}")
+    # A consent not (yet, or no longer) given: a tab opened before a new version or before a
+    # withdrawal saves nothing either.
+    refusal = consent_refusal(study_id=locked.conversation.study_id, rater=locked.rater_id)
+    if refusal:
+        raise AssignmentLocked(refusal)
     return locked
 
 
