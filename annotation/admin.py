@@ -28,6 +28,8 @@ from .models import (
     Score,
     Study,
     TrainingOutcome,
+    Webhook,
+    WebhookDelivery,
 )
 from .selectors import (
     conversation_has_work,
@@ -386,3 +388,17 @@ class ClinicianSampleAdmin(ViewOnlyAdmin):
     list_display = ["study", "method", "size", "population", "seed", "created_by", "created_at"]
     list_filter = ["study", "method"]
     exclude = ["conversations"]  # hundreds of ids; the release and the page list them
+
+
+@admin.register(Webhook)
+class WebhookAdmin(ViewOnlyAdmin):
+    """Registered and changed on /manage/webhooks/ (the secret is shown once there, never here)."""
+
+    list_display = ["url", "study", "enabled", "created_by", "created_at"]
+    exclude = ["secret"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ViewOnlyAdmin):
+    list_display = ["created_at", "event", "webhook", "status", "attempts", "last_status_code"]
+    list_filter = ["status", "event"]

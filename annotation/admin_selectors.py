@@ -9,10 +9,18 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from .models import Assignment, LabelChange, Rater, RatingChange, Study
+from .models import (
+    Assignment,
+    LabelChange,
+    Rater,
+    RatingChange,
+    Study,
+    Webhook,
+    WebhookDelivery,
+)
 from .roles import manageable_users
 from .selectors import label_changes, rating_changes
 
@@ -157,3 +165,17 @@ def rating_change_rows(changes: QuerySet[RatingChange]) -> Iterator[list[object]
             c.old_value,
             c.new_value,
         ]
+
+
+def webhooks_listed() -> QuerySet[Webhook]:
+    """Every webhook with its deliveries counted by status, for the webhooks page."""
+    return Webhook.objects.select_related("study").annotate(
+        n_delivered=Count("deliveries", filter=Q(deliveries__status="delivered")),
+        n_waiting=Count("deliveries", filter=Q(deliveries__status__in=["pending", "sending"])),
+        n_failed=Count("deliveries", filter=Q(deliveries__status="failed")),
+    )
+
+
+def webhook_deliveries(*, webhook: Webhook, limit: int = 100) -> list[WebhookDelivery]:
+    """The hook's latest deliveries, newest first: its log."""
+    return list(webhook.deliveries.order_by("-created_at")[:limit])

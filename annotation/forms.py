@@ -3,7 +3,7 @@ from typing import Any, cast
 from django import forms
 from django.http import QueryDict
 
-from .models import ClinicianSample, Rater, Study
+from .models import ClinicianSample, Rater, Study, Webhook
 
 
 class ImportForm(forms.Form):
@@ -183,3 +183,20 @@ class AuditFilterForm(forms.Form):
             self.add_error("date_to", "The last day comes before the first.")
         data["conversation"] = (data.get("conversation") or "").strip()
         return data
+
+
+class WebhookForm(forms.Form):
+    url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        help_text="where each event is POSTed as JSON (https in production)",
+    )
+    events = forms.MultipleChoiceField(
+        choices=Webhook.Event.choices, widget=forms.CheckboxSelectMultiple
+    )
+    study = forms.ModelChoiceField(
+        queryset=Study.objects.order_by("name"),
+        required=False,
+        empty_label="every study",
+        help_text="only this study's events",
+    )

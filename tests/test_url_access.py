@@ -46,6 +46,9 @@ ADMINS = (LOGIN, 403, 403, 403, 200, 200, 200)
 ADMINS_REDIRECT = (LOGIN, 403, 403, 403, 302, 302, 302)
 RESEARCHERS = (LOGIN, 403, 403, 200, 200, 200, 200)
 API = (401, 403, 403, 200, 200, 200, 200)
+API_OWN = (401, 403, 403, 200, 404, 404, 404)  # the researcher's own job
+API_NOT_GET = (401, 403, 403, 405, 405, 405, 405)
+API_NO_FILE = (401, 403, 403, 404, 404, 404, 404)
 NOT_GET = _by_role(*[405] * 7)
 NOT_POST = _by_role(*[405] * 7)
 NOWHERE = _by_role(*[404] * 7)
@@ -372,6 +375,20 @@ EXPECTED: dict[str, list[Case]] = {
         )
     ],
     "manage/time-on-task/": [C("/manage/time-on-task/?study={study_id}", get=ADMINS)],
+    # An invalid form (no events) is the page again: nothing is registered by the walk.
+    "manage/webhooks/": [C("/manage/webhooks/", get=ADMINS, post=ADMINS)],
+    "manage/webhooks/<int:pk>/": [C("/manage/webhooks/{webhook_id}/", get=ADMINS)],
+    "manage/webhooks/<int:pk>/toggle": [
+        C("/manage/webhooks/{webhook_id}/toggle", get=NOT_GET, post=ADMINS_REDIRECT)
+    ],
+    # The first admin deletes it; the next ones find nothing to delete.
+    "manage/webhooks/<int:pk>/delete": [
+        C(
+            "/manage/webhooks/{webhook_id}/delete",
+            get=NOT_GET,
+            post=(LOGIN, 403, 403, 403, 302, 404, 404),
+        )
+    ],
     # The link itself is the credential: anyone holding it may open it (it redirects to a
     # session-bound URL that hides the token).
     "accounts/set-password/<uidb64>/<token>/": [
@@ -390,8 +407,29 @@ EXPECTED: dict[str, list[Case]] = {
     "analysis/studies/<int:study_id>/release/": [
         C("/analysis/studies/{study_id}/release/", get=RESEARCHERS)
     ],
-    "analysis/studies/<int:study_id>/release.zip": [
-        C("/analysis/studies/{study_id}/release.zip", get=RESEARCHERS)
+    # Starting the release job (a refused one, so that the walk builds no zip, is a redirect too).
+    "analysis/studies/<int:study_id>/release/start": [
+        C(
+            "/analysis/studies/{study_id}/release/start",
+            get=NOT_GET,
+            post=(LOGIN, 403, 403, 302, 302, 302, 302),
+        )
+    ],
+    "analysis/jobs/": [C("/analysis/jobs/", get=RESEARCHERS)],
+    # A job is its owner's: everyone else who may read analyses gets 404.
+    "analysis/jobs/<uuid:job_id>/": [
+        C("/analysis/jobs/{job_id}/", get=(LOGIN, 403, 403, 200, 404, 404, 404))
+    ],
+    "analysis/jobs/<uuid:job_id>/cancel": [
+        C(
+            "/analysis/jobs/{job_id}/cancel",
+            get=NOT_GET,
+            post=(LOGIN, 403, 403, 302, 404, 404, 404),
+        )
+    ],
+    # The walk's job kept no file: nobody downloads it.
+    "analysis/jobs/<uuid:job_id>/download": [
+        C("/analysis/jobs/{job_id}/download", get=(LOGIN, 403, 403, 404, 404, 404, 404))
     ],
     "analysis/studies/<int:study_id>/retest/": [
         C("/analysis/studies/{study_id}/retest/", get=ADMINS)
@@ -486,6 +524,26 @@ EXPECTED: dict[str, list[Case]] = {
     "api/ratings/(?P<pk>[^/.]+)/$": [C("/api/ratings/{rating_id}/", get=API)],
     "api/ratings/(?P<pk>[^/.]+)\\.(?P<format>[a-z0-9]+)/?$": [
         C("/api/ratings/{rating_id}.json", get=API)
+    ],
+    # Jobs: the list is each person's own; the walk's job is the researcher's (404 to others);
+    # a start with no body is refused (400); the job kept no file (404 for its download).
+    "api/jobs/$": [C("/api/jobs/", get=API, post=(401, 403, 403, 400, 400, 400, 400))],
+    "api/jobs\\.(?P<format>[a-z0-9]+)/?$": [C("/api/jobs.json", get=API)],
+    "api/jobs/(?P<pk>[0-9a-f-]{36})/$": [C("/api/jobs/{job_id}/", get=API_OWN)],
+    "api/jobs/(?P<pk>[0-9a-f-]{36})\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/jobs/{job_id}.json", get=API_OWN)
+    ],
+    "api/jobs/(?P<pk>[0-9a-f-]{36})/cancel/$": [
+        C("/api/jobs/{job_id}/cancel/", get=API_NOT_GET, post=API_OWN)
+    ],
+    "api/jobs/(?P<pk>[0-9a-f-]{36})/cancel\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/jobs/{job_id}/cancel.json", get=API_NOT_GET, post=API_OWN)
+    ],
+    "api/jobs/(?P<pk>[0-9a-f-]{36})/download/$": [
+        C("/api/jobs/{job_id}/download/", get=API_NO_FILE)
+    ],
+    "api/jobs/(?P<pk>[0-9a-f-]{36})/download\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/jobs/{job_id}/download.json", get=API_NO_FILE)
     ],
     "api/label-annotations/$": [C("/api/label-annotations/", get=API)],
     "api/label-annotations\\.(?P<format>[a-z0-9]+)/?$": [C("/api/label-annotations.json", get=API)],
@@ -674,6 +732,14 @@ def world_build() -> dict:
     assignment.ratings.update(status="complete")
     label_assignment.label_annotations.update(status="complete")
     token, _ = AuthToken.objects.create(user=users["researcher"])
+    from analysis.models import Job
+    from annotation.models import Webhook
+
+    webhook = Webhook.objects.create(url="https://lab.example/", events=["run.finished"])
+    # The researcher's finished job (no file kept): only its owner finds it.
+    job = Job.objects.create(
+        owner=users["researcher"], kind=Job.Kind.KAPPA_F1, digest="walk", state=Job.State.DONE
+    )
     # Reclaim needs stale work: make the assignment look long untouched.
     Assignment.objects.filter(pk=assignment.pk).update(
         last_activity_at=None, created_at=assignment.created_at.replace(year=2000)
@@ -688,6 +754,8 @@ def world_build() -> dict:
         "attribute_id": attribute.pk,
         "label": label,
         "study_id": study.pk,
+        "job_id": job.pk,
+        "webhook_id": webhook.pk,
         "label_study_id": label_study.pk,
         "assignment_id": assignment.pk,
         "clinician_rater_id": clinician.pk,

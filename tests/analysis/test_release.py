@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from analysis.models import ExportLog
+from analysis.models import ExportLog, Job
 from analysis.release import (
     CHECKSUMS,
     CONVERSATIONS,
@@ -266,21 +266,23 @@ def test_release_is_logged(generated, tmp_path):
 # --- the page and the download ------------------------------------------------------------------
 
 
-def test_researcher_reads_the_datasheet_then_downloads_the_zip(client, researcher, generated):
+def test_researcher_reads_the_datasheet_then_prepares_the_zip_as_a_job(
+    client, researcher, generated
+):
+    """The zip is built by a background job (tests/analysis/test_jobs.py runs it); the page
+    reads the datasheet and starts it."""
     client.force_login(researcher)
     page = client.get(reverse("analysis:release", args=[generated.study.pk]))
     assert page.status_code == 200
     html = page.content.decode()
     assert "<h3>Reliability</h3>" in html and "<th>icc_c1</th>" in html
     assert "Licence" in html and "dr_a" not in html
-    response = client.get(reverse("analysis:release_zip", args=[generated.study.pk]))
-    assert response.status_code == 200
-    assert response["Content-Type"] == "application/zip"
-    assert 'filename="small-study-release.zip"' in response["Content-Disposition"]
-    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
-    assert CHECKSUMS in archive.namelist() and HUMAN in archive.namelist()
-    log = ExportLog.objects.get(what="release")
-    assert log.channel == "web" and log.user == researcher
+    assert reverse("analysis:release_start", args=[generated.study.pk]) in html
+    response = client.post(reverse("analysis:release_start", args=[generated.study.pk]))
+    job = Job.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("analysis:job", args=[job.pk])
+    assert job.kind == Job.Kind.RELEASE and job.study == generated.study
 
 
 def test_the_page_shows_the_datasheet_of_the_study_as_it_is_now(client, researcher, generated):
@@ -298,8 +300,8 @@ def test_clinician_can_neither_read_nor_download_the_release(client, clinician_u
     client.force_login(clinician_user)
     pk = generated.study.pk
     assert client.get(reverse("analysis:release", args=[pk])).status_code == 403
-    assert client.get(reverse("analysis:release_zip", args=[pk])).status_code == 403
-    assert not ExportLog.objects.exists()
+    assert client.post(reverse("analysis:release_start", args=[pk])).status_code == 403
+    assert not ExportLog.objects.exists() and not Job.objects.exists()
 
 
 def test_a_study_that_cannot_be_released_says_why_on_the_page(client, researcher, generated):
