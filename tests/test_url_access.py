@@ -48,6 +48,10 @@ RESEARCHERS = (LOGIN, 403, 403, 200, 200, 200, 200)
 API = (401, 403, 403, 200, 200, 200, 200)
 API_OWN = (401, 403, 403, 200, 404, 404, 404)  # the researcher's own job
 API_NOT_GET = (401, 403, 403, 405, 405, 405, 405)
+API_NOT_POST = API_NOT_GET
+# A job's routes, as the API's router spells them (a job's id is a UUID).
+JOB = "api/jobs/(?P<pk>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+FORMAT = "\\.(?P<format>[a-z0-9]+)/?$"
 API_NO_FILE = (401, 403, 403, 404, 404, 404, 404)
 NOT_GET = _by_role(*[405] * 7)
 NOT_POST = _by_role(*[405] * 7)
@@ -526,25 +530,29 @@ EXPECTED: dict[str, list[Case]] = {
         C("/api/ratings/{rating_id}.json", get=API)
     ],
     # Jobs: the list is each person's own; the walk's job is the researcher's (404 to others);
-    # a start with no body is refused (400); the job kept no file (404 for its download).
-    "api/jobs/$": [C("/api/jobs/", get=API, post=(401, 403, 403, 400, 400, 400, 400))],
+    # the job kept no file (404 for its download).
+    "api/jobs/$": [C("/api/jobs/", get=API, post=API_NOT_POST)],
+    # A release takes JSON only: the walk's form POST is an unsupported media type. κ_F1 takes
+    # multipart, which the walk sends, without the file (400).
+    "api/jobs/release/$": [
+        C("/api/jobs/release/", get=API_NOT_GET, post=(401, 403, 403, 415, 415, 415, 415))
+    ],
+    "api/jobs/release\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/jobs/release.json", get=API_NOT_GET, post=(401, 403, 403, 415, 415, 415, 415))
+    ],
+    "api/jobs/kappa-f1/$": [
+        C("/api/jobs/kappa-f1/", get=API_NOT_GET, post=(401, 403, 403, 400, 400, 400, 400))
+    ],
+    "api/jobs/kappa-f1\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/jobs/kappa-f1.json", get=API_NOT_GET, post=(401, 403, 403, 400, 400, 400, 400))
+    ],
     "api/jobs\\.(?P<format>[a-z0-9]+)/?$": [C("/api/jobs.json", get=API)],
-    "api/jobs/(?P<pk>[0-9a-f-]{36})/$": [C("/api/jobs/{job_id}/", get=API_OWN)],
-    "api/jobs/(?P<pk>[0-9a-f-]{36})\\.(?P<format>[a-z0-9]+)/?$": [
-        C("/api/jobs/{job_id}.json", get=API_OWN)
-    ],
-    "api/jobs/(?P<pk>[0-9a-f-]{36})/cancel/$": [
-        C("/api/jobs/{job_id}/cancel/", get=API_NOT_GET, post=API_OWN)
-    ],
-    "api/jobs/(?P<pk>[0-9a-f-]{36})/cancel\\.(?P<format>[a-z0-9]+)/?$": [
-        C("/api/jobs/{job_id}/cancel.json", get=API_NOT_GET, post=API_OWN)
-    ],
-    "api/jobs/(?P<pk>[0-9a-f-]{36})/download/$": [
-        C("/api/jobs/{job_id}/download/", get=API_NO_FILE)
-    ],
-    "api/jobs/(?P<pk>[0-9a-f-]{36})/download\\.(?P<format>[a-z0-9]+)/?$": [
-        C("/api/jobs/{job_id}/download.json", get=API_NO_FILE)
-    ],
+    JOB + "/$": [C("/api/jobs/{job_id}/", get=API_OWN)],
+    JOB + FORMAT: [C("/api/jobs/{job_id}.json", get=API_OWN)],
+    JOB + "/cancel/$": [C("/api/jobs/{job_id}/cancel/", get=API_NOT_GET, post=API_OWN)],
+    JOB + "/cancel" + FORMAT: [C("/api/jobs/{job_id}/cancel.json", get=API_NOT_GET, post=API_OWN)],
+    JOB + "/download/$": [C("/api/jobs/{job_id}/download/", get=API_NO_FILE)],
+    JOB + "/download" + FORMAT: [C("/api/jobs/{job_id}/download.json", get=API_NO_FILE)],
     "api/label-annotations/$": [C("/api/label-annotations/", get=API)],
     "api/label-annotations\\.(?P<format>[a-z0-9]+)/?$": [C("/api/label-annotations.json", get=API)],
     "api/label-annotations/(?P<pk>[^/.]+)/$": [

@@ -17,8 +17,13 @@ def jobs_of(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
 
 
 def job_get_for_user(*, user: AbstractBaseUser | AnonymousUser, job_id: str | UUID) -> Job:
-    """The person's job, or 404 (someone else's job is not found, not forbidden)."""
-    job = jobs_of(user=user).filter(pk=job_id).first()
+    """The person's job, or 404 (someone else's job is not found, not forbidden; nor is an id
+    that is no UUID)."""
+    try:
+        key = job_id if isinstance(job_id, UUID) else UUID(job_id)
+    except ValueError:
+        raise Http404("No such job.") from None
+    job = jobs_of(user=user).filter(pk=key).first()
     if job is None:
         raise Http404("No such job.")
     return job

@@ -250,16 +250,14 @@ def _api(user) -> APIClient:
 def test_api_starts_a_release_job_repeats_it_and_downloads_it(researcher, small_study, run_jobs):
     api = _api(researcher)
     created = run_jobs(
-        api.post, "/api/jobs/", {"kind": "release", "study": small_study.study.pk}, format="json"
+        api.post, "/api/jobs/release/", {"study": small_study.study.pk}, format="json"
     )
     assert created.status_code == 201, created.content
     assert created.json()["state"] == "queued"  # answered before the worker took it
     body = api.get(created.json()["url"]).json()
     assert body["state"] == "done" and body["fraction"] == 1.0
     assert body["download"].endswith(f"/api/jobs/{body['id']}/download/")
-    again = api.post(
-        "/api/jobs/", {"kind": "release", "study": small_study.study.pk}, format="json"
-    )
+    again = api.post("/api/jobs/release/", {"study": small_study.study.pk}, format="json")
     assert again.status_code == 200 and again.json()["id"] == body["id"]
     listed = api.get("/api/jobs/").json()
     assert [j["id"] for j in listed["results"]] == [body["id"]]
@@ -275,8 +273,8 @@ def test_api_kappa_f1_job_with_an_upload(researcher, run_jobs):
     upload = SimpleUploadedFile("preds.csv", HAND, content_type="text/csv")
     created = run_jobs(
         api.post,
-        "/api/jobs/",
-        {"kind": "kappa_f1", "file": upload, "n_sim": 100},
+        "/api/jobs/kappa-f1/",
+        {"file": upload, "n_sim": 100},
         format="multipart",
     )
     assert created.status_code == 201, created.content
@@ -287,21 +285,18 @@ def test_api_kappa_f1_job_with_an_upload(researcher, run_jobs):
 
 def test_api_refuses_bad_requests_and_too_many_jobs(researcher, small_study, settings):
     api = _api(researcher)
-    assert api.post("/api/jobs/", {"kind": "release"}, format="json").status_code == 400
-    assert api.post("/api/jobs/", {"kind": "kappa_f1"}, format="json").status_code == 400
-    missing = api.post("/api/jobs/", {"kind": "release", "study": 10**6}, format="json")
+    assert api.post("/api/jobs/release/", {}, format="json").status_code == 400
+    assert api.post("/api/jobs/kappa-f1/", {"n_sim": 10}, format="multipart").status_code == 400
+    missing = api.post("/api/jobs/release/", {"study": 10**6}, format="json")
     assert missing.status_code == 404
     settings.JOBS_MAX_ACTIVE_PER_USER = 1
     pk = small_study.study.pk
-    assert (
-        api.post("/api/jobs/", {"kind": "release", "study": pk}, format="json").status_code == 201
-    )
-    refused = api.post(
-        "/api/jobs/", {"kind": "release", "study": pk, "include_text": False}, format="json"
-    )
+    assert api.post("/api/jobs/release/", {"study": pk}, format="json").status_code == 201
+    refused = api.post("/api/jobs/release/", {"study": pk, "include_text": False}, format="json")
     assert refused.status_code == 429 and "at once" in refused.json()["detail"]
     job = Job.objects.get()
     cancelled = api.post(f"/api/jobs/{job.pk}/cancel/")
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
     other = _api(user_make(username="ruth", password="pw-ruth-long-1", role=RESEARCHER))
     assert other.get(f"/api/jobs/{job.pk}/").status_code == 404
+    assert api.get("/api/jobs/00000000-0000-0000-0000-000000000000/").status_code == 404
