@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from tests.factories import ENDPOINT_API_KEY, case_context, case_reply, endpoint
 from tests.fakes.llm_server import FakeLLMServer
 
 API_KEY = ENDPOINT_API_KEY
+ROOT = Path(__file__).resolve().parents[2]
 LIMITER_REDIS_URL = worker_redis_url(os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 
 
