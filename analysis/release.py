@@ -806,30 +806,48 @@ def release_version(study: Study) -> str:
     )
 
 
-def release_datasheet_preview(*, study: Study, include_text: bool = True) -> str:
-    """The datasheet the release would hold now, for the page a researcher reads before
-    downloading; built by writing the release into a temporary directory (so the page shows
-    exactly what the download will hold, or its refusal), cached until a rating changes."""
-    key = f"analysis:release-datasheet:{study.pk}:{release_version(study)}:{include_text}"
-    sheet: str | None = cache.get(key)
-    if sheet is None:
-        with tempfile.TemporaryDirectory() as work:
-            directory = Path(work) / "release"
-            release_write(study=study, out=directory, include_text=include_text)
-            sheet = (directory / DATASHEET).read_text(encoding="utf-8")
-        cache.set(key, sheet, timeout=PREVIEW_CACHE_SECONDS)
-    return sheet
+@dataclass(frozen=True)
+class DatasheetPreview:
+    """What the release page shows of a release prepared for the study as it is now: its
+    datasheet, or why it was refused; neither until one has been prepared."""
+
+    sheet: str | None = None
+    problem: str | None = None
+
+
+def _preview_key(study: Study, include_text: bool) -> str:
+    return f"analysis:release-datasheet:{study.pk}:{release_version(study)}:{include_text}"
+
+
+def release_datasheet_preview(*, study: Study, include_text: bool = True) -> DatasheetPreview:
+    """The datasheet (or the refusal) of the last release prepared for the study as it is now,
+    for the page a researcher reads before downloading; nothing when none was. Only read here:
+    building it means writing the whole release, 80 s at paper scale, which is a background
+    job's work (`release_zip` remembers what it found), never a page's."""
+    found: dict[str, str] | None = cache.get(_preview_key(study, include_text))
+    if found is None:
+        return DatasheetPreview()
+    return DatasheetPreview(sheet=found.get("sheet"), problem=found.get("problem"))
 
 
 def release_zip(
     *, study: Study, include_text: bool = True, progress: Progress | None = None
 ) -> tuple[IO[bytes], ReleaseSummary]:
-    """The release as a zip in a temporary file (deleted when closed), rewound for reading."""
+    """The release as a zip in a temporary file (deleted when closed), rewound for reading. Its
+    datasheet, or the reason it was refused, is remembered for the release page (under the
+    study's version as it was when the release started)."""
+    key = _preview_key(study, include_text)
     with tempfile.TemporaryDirectory() as work:
         directory = Path(work) / "release"
-        summary = release_write(
-            study=study, out=directory, include_text=include_text, progress=progress
-        )
+        try:
+            summary = release_write(
+                study=study, out=directory, include_text=include_text, progress=progress
+            )
+        except ReleaseProblem as exc:
+            cache.set(key, {"problem": str(exc)}, timeout=PREVIEW_CACHE_SECONDS)
+            raise
+        sheet = (directory / DATASHEET).read_text(encoding="utf-8")
+        cache.set(key, {"sheet": sheet}, timeout=PREVIEW_CACHE_SECONDS)
         if progress is not None:
             progress(0.95, "zipping")
         archive = tempfile.TemporaryFile()

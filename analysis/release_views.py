@@ -13,7 +13,7 @@ from analysis.datasheet import datasheet_blocks
 from analysis.jobs.kinds import release_params
 from analysis.jobs.services import JobRefused, job_digest, job_start
 from analysis.models import ExportLog, Job
-from analysis.release import ReleaseProblem, release_datasheet_preview
+from analysis.release import release_datasheet_preview
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
 
@@ -31,14 +31,17 @@ def _include_text(request: HttpRequest) -> bool:
 @require_GET
 @role_required(RESEARCHER)
 def release_page(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The datasheet of the release last prepared for the study as it is now, or why it was
+    refused (409), or, when none was, the button that prepares one: nothing here builds it."""
     study = _study(study_id)
     include_text = _include_text(request)
-    try:
-        sheet = release_datasheet_preview(study=study, include_text=include_text)
-    except ReleaseProblem as exc:
-        context = {"study": study, "problem": str(exc), "include_text": include_text}
+    preview = release_datasheet_preview(study=study, include_text=include_text)
+    context: dict[str, object] = {"study": study, "include_text": include_text}
+    if preview.problem is not None:
+        context["problem"] = preview.problem
         return render(request, "analysis/release.html", context, status=409)
-    context = {"study": study, "blocks": datasheet_blocks(sheet), "include_text": include_text}
+    if preview.sheet is not None:
+        context["blocks"] = datasheet_blocks(preview.sheet)
     return render(request, "analysis/release.html", context)
 
 
