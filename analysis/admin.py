@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from annotation.admin import ViewOnlyAdmin
 
-from .models import ExportLog, RaterCode
+from .models import ExportLog, Job, RaterCode
 
 
 @admin.register(ExportLog)
@@ -21,3 +21,13 @@ class RaterCodeAdmin(ViewOnlyAdmin):
     list_filter = ["study"]
     search_fields = ["code", "rater__name", "study__name"]
     list_select_related = ["study", "rater"]
+
+
+@admin.register(Job)
+class JobAdmin(ViewOnlyAdmin):
+    """Background jobs, for finding out why one failed; people cancel theirs on its page."""
+
+    list_display = ["created_at", "kind", "owner", "study", "state", "fraction", "error"]
+    list_filter = ["kind", "state"]
+    search_fields = ["owner__username", "study__name"]
+    list_select_related = ["owner", "study"]

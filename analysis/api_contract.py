@@ -27,7 +27,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
@@ -119,9 +119,10 @@ URI_TOO_LONG = (
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, with every 400 body in the ParameterErrors shape."""
+    """DRF's handler, with every 400 body in the ParameterErrors shape (a body that is no JSON
+    too: the jobs' starts take one)."""
     response = exception_handler(exc, context)
-    if response is not None and isinstance(exc, ValidationError):
+    if response is not None and isinstance(exc, ValidationError | ParseError):
         response.data = parameter_errors(response.data)
     return response
 

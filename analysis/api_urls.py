@@ -4,12 +4,14 @@ from rest_framework.permissions import AllowAny
 from rest_framework.routers import DefaultRouter
 
 from . import api
+from .jobs.api import JobViewSet
 from .judge_assisted.api import JudgeAssistedView
 
 router = DefaultRouter()
 router.register("studies", api.StudyViewSet, basename="study")
 router.register("ratings", api.RatingViewSet, basename="rating")
 router.register("label-annotations", api.LabelAnnotationViewSet, basename="label-annotation")
+router.register("jobs", JobViewSet, basename="job")
 
 urlpatterns = [
     # The schema describes the API's shape only (no data), so tools may fetch it without a token.

@@ -38,7 +38,7 @@ import subprocess
 import tempfile
 import zipfile
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +94,9 @@ BATCH = 2000
 XLSX_MAX_CHARS = 32_767
 # Characters an .xlsx cannot hold (XML 1.0 forbids them; openpyxl refuses them).
 _ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+Progress = Callable[[float, str], None]
 
 
 class ReleaseProblem(ValueError):
@@ -665,11 +668,18 @@ def checksums_verify(directory: Path) -> list[str]:
 
 
 def release_write(
-    *, study: Study, out: Path, include_text: bool = True, parquet: bool = False
+    *,
+    study: Study,
+    out: Path,
+    include_text: bool = True,
+    parquet: bool = False,
+    progress: Progress | None = None,
 ) -> ReleaseSummary:
     """Write the release into `out` (a new or empty directory). Everything is written into a
     temporary directory beside it and moved into place at the end: a failed release leaves
-    nothing behind."""
+    nothing behind. `progress` hears (fraction done, what now) between files; whatever it
+    raises stops the release (a cancelled job)."""
+    step = progress or (lambda fraction, message: None)
     from analysis.datasheet import datasheet_markdown
 
     out = out.resolve()
@@ -703,17 +713,21 @@ def release_write(
     staging = out.parent / f".{out.name}.{secrets.token_hex(6)}.part"
     staging.mkdir()
     try:
+        step(0.02, "writing conversations.csv")
         counts: dict[str, Any] = {"responder_keys": keys}
         with (staging / CONVERSATIONS).open("w", encoding="utf-8", newline="") as handle:
             counts.update(_conversations_csv(study, handle, keys=keys, include_text=include_text))
         files = [CONVERSATIONS]
         if clinicians:
+            step(0.15, f"writing {HUMAN}")
             counts["clinicians"] = _human_workbook(
                 study, staging / HUMAN, keys=keys, clinicians=clinicians
             )
             files.append(HUMAN)
         counts["judges"] = {}
-        for judge, name in zip(judges, names, strict=True):
+        for done, (judge, name) in enumerate(zip(judges, names, strict=True)):
+            # The workbooks take most of the time, each about as long as the clinicians'.
+            step(0.4 + 0.45 * done / len(judges), f"writing {name}")
             counts["judges"][judge.name] = _judge_workbook(study, judge, staging / name, keys=keys)
             files.append(name)
         if parquet:
@@ -731,6 +745,7 @@ def release_write(
             }
             files.append(SAMPLE)
         n_text = len(keys) if include_text else 0
+        step(0.85, "checking that the files read back as the study")
         _check_importable(
             staging,
             {
@@ -768,7 +783,7 @@ def release_write(
 PREVIEW_CACHE_SECONDS = 24 * 3600
 
 
-def _version(study: Study) -> str:
+def release_version(study: Study) -> str:
     """Changes when anything the release holds changes: ratings and what names and shapes the
     study (study_version: its description, rubric, judges, responders, clinician sample),
     flagged conversations, conversations and responses added."""
@@ -791,26 +806,50 @@ def _version(study: Study) -> str:
     )
 
 
-def release_datasheet_preview(*, study: Study, include_text: bool = True) -> str:
-    """The datasheet the release would hold now, for the page a researcher reads before
-    downloading; built by writing the release into a temporary directory (so the page shows
-    exactly what the download will hold, or its refusal), cached until a rating changes."""
-    key = f"analysis:release-datasheet:{study.pk}:{_version(study)}:{include_text}"
-    sheet: str | None = cache.get(key)
-    if sheet is None:
-        with tempfile.TemporaryDirectory() as work:
-            directory = Path(work) / "release"
-            release_write(study=study, out=directory, include_text=include_text)
-            sheet = (directory / DATASHEET).read_text(encoding="utf-8")
-        cache.set(key, sheet, timeout=PREVIEW_CACHE_SECONDS)
-    return sheet
+@dataclass(frozen=True)
+class DatasheetPreview:
+    """What the release page shows of a release prepared for the study as it is now: its
+    datasheet, or why it was refused; neither until one has been prepared."""
+
+    sheet: str | None = None
+    problem: str | None = None
 
 
-def release_zip(*, study: Study, include_text: bool = True) -> tuple[IO[bytes], ReleaseSummary]:
-    """The release as a zip in a temporary file (deleted when closed), rewound for reading."""
+def _preview_key(study: Study, include_text: bool) -> str:
+    return f"analysis:release-datasheet:{study.pk}:{release_version(study)}:{include_text}"
+
+
+def release_datasheet_preview(*, study: Study, include_text: bool = True) -> DatasheetPreview:
+    """The datasheet (or the refusal) of the last release prepared for the study as it is now,
+    for the page a researcher reads before downloading; nothing when none was. Only read here:
+    building it means writing the whole release, 80 s at paper scale, which is a background
+    job's work (`release_zip` remembers what it found), never a page's."""
+    found: dict[str, str] | None = cache.get(_preview_key(study, include_text))
+    if found is None:
+        return DatasheetPreview()
+    return DatasheetPreview(sheet=found.get("sheet"), problem=found.get("problem"))
+
+
+def release_zip(
+    *, study: Study, include_text: bool = True, progress: Progress | None = None
+) -> tuple[IO[bytes], ReleaseSummary]:
+    """The release as a zip in a temporary file (deleted when closed), rewound for reading. Its
+    datasheet, or the reason it was refused, is remembered for the release page (under the
+    study's version as it was when the release started)."""
+    key = _preview_key(study, include_text)
     with tempfile.TemporaryDirectory() as work:
         directory = Path(work) / "release"
-        summary = release_write(study=study, out=directory, include_text=include_text)
+        try:
+            summary = release_write(
+                study=study, out=directory, include_text=include_text, progress=progress
+            )
+        except ReleaseProblem as exc:
+            cache.set(key, {"problem": str(exc)}, timeout=PREVIEW_CACHE_SECONDS)
+            raise
+        sheet = (directory / DATASHEET).read_text(encoding="utf-8")
+        cache.set(key, {"sheet": sheet}, timeout=PREVIEW_CACHE_SECONDS)
+        if progress is not None:
+            progress(0.95, "zipping")
         archive = tempfile.TemporaryFile()
         with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zipped:
             for name in summary.files:

@@ -1,19 +1,19 @@
-"""The release page: a study's datasheet, read before downloading the study as a dataset (a zip
-of what `manage.py release_study` writes; analysis/release.py). Researchers and admins only;
-every download is in the export audit log."""
+"""The release page: a study's datasheet, read before preparing the study as a dataset (a zip
+of what `manage.py release_study` writes; analysis/release.py), which a background job builds.
+Researchers and admins only; every release is in the export audit log."""
 
 from __future__ import annotations
 
-from django.http import FileResponse, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
-from django.utils.text import slugify
-from django.views.decorators.http import require_GET
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
 from analysis.datasheet import datasheet_blocks
-from analysis.downloads import zip_attachment
-from analysis.models import ExportLog
-from analysis.release import ReleaseProblem, release_datasheet_preview, release_zip
-from analysis.services import export_log_create, export_log_finish
+from analysis.jobs.kinds import release_params
+from analysis.jobs.services import JobRefused, job_digest, job_start
+from analysis.models import ExportLog, Job
+from analysis.release import release_datasheet_preview
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
 
@@ -31,35 +31,37 @@ def _include_text(request: HttpRequest) -> bool:
 @require_GET
 @role_required(RESEARCHER)
 def release_page(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The datasheet of the release last prepared for the study as it is now, or why it was
+    refused (409), or, when none was, the button that prepares one: nothing here builds it."""
     study = _study(study_id)
     include_text = _include_text(request)
-    try:
-        sheet = release_datasheet_preview(study=study, include_text=include_text)
-    except ReleaseProblem as exc:
-        context = {"study": study, "problem": str(exc), "include_text": include_text}
+    preview = release_datasheet_preview(study=study, include_text=include_text)
+    context: dict[str, object] = {"study": study, "include_text": include_text}
+    if preview.problem is not None:
+        context["problem"] = preview.problem
         return render(request, "analysis/release.html", context, status=409)
-    context = {"study": study, "blocks": datasheet_blocks(sheet), "include_text": include_text}
+    if preview.sheet is not None:
+        context["blocks"] = datasheet_blocks(preview.sheet)
     return render(request, "analysis/release.html", context)
 
 
-@require_GET
+@require_POST
 @role_required(RESEARCHER)
-def release_download(request: HttpRequest, study_id: int) -> HttpResponse | FileResponse:
+def release_start(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Start building the zip on a worker (or find the same one already started) and show its
+    job: a large study's release takes longer than a web request may."""
     study = _study(study_id)
-    include_text = _include_text(request)
-    # Logged as it starts, like every download, so one that fails or is cut off is logged too.
-    log = export_log_create(
-        user=request.user,
-        study=study,
-        channel=ExportLog.Channel.WEB,
-        what="release",
-        params={"include_text": include_text},
-    )
+    include_text = request.POST.get("text", "1") != "0"
+    params = release_params(study=study, include_text=include_text)
     try:
-        archive, summary = release_zip(study=study, include_text=include_text)
-    except ReleaseProblem as exc:
-        return HttpResponse(
-            f"Not released: {exc}\n", status=409, content_type="text/plain; charset=utf-8"
+        job, _ = job_start(
+            owner=request.user,
+            kind=Job.Kind.RELEASE,
+            params={**params, "channel": ExportLog.Channel.WEB},
+            digest=job_digest(Job.Kind.RELEASE, params),
+            study=study,
         )
-    export_log_finish(log=log, rows=summary.counts.get("conversations", 0))
-    return zip_attachment(archive, filename=f"{slugify(study.name) or 'study'}-release.zip")
+    except JobRefused as exc:
+        messages.error(request, str(exc))
+        return redirect("analysis:release", study_id=study.pk)
+    return redirect("analysis:job", job_id=job.pk)

@@ -8,25 +8,22 @@ templates get precomputed rows and Vega-Lite specs and run no queries.
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
 from analysis import charts
 from analysis.distortion_selectors import consensus_export_rows, distortion_report
-from analysis.distortions.evaluation import kappa_f1_report
-from analysis.distortions.predictions_csv import read_predictions_csv
 from analysis.downloads import rows_download, table_download
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
-from analysis.models import ExportLog
+from analysis.jobs.services import JobRefused, job_digest, job_start
+from analysis.models import ExportLog, Job
 from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import (
     StudyReport,
@@ -574,46 +571,33 @@ def distortion_labels_csv(request: HttpRequest, study_id: int, run_id: int) -> H
 
 @role_required(RESEARCHER)
 def kappa_f1(request: HttpRequest) -> HttpResponse:
-    """Upload a classifier's predictions; get weighted F1, F1_random, κ_F1 and the simulated
-    baseline (§5.2–5.3, Appendix J). Nothing is stored."""
+    """Upload a classifier's predictions; a background job computes weighted F1, F1_random,
+    κ_F1 and the simulated baseline (§5.2–5.3, Appendix J) and its page shows them. The upload
+    is kept only until the job ends."""
     form = KappaF1Form(request.POST or None, request.FILES or None)
-    context: dict[str, Any] = {"form": form, "result": None}
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
-        text = io.TextIOWrapper(upload.file, encoding="utf-8-sig", newline="")
+        params = {
+            "kind": form.cleaned_data["kind"] or None,
+            "labels": form.label_list(),
+            "n_sim": form.cleaned_data["n_sim"],
+            "seed": form.cleaned_data["seed"],
+            "file_name": upload.name,
+        }
         try:
-            y_true, y_pred, kind, labels = read_predictions_csv(
-                text,
-                kind=form.cleaned_data["kind"] or None,
-                labels=form.label_list(),
-                max_rows=settings.KAPPA_F1_MAX_ROWS,
-                max_labels=settings.KAPPA_F1_MAX_LABELS,
-                name=upload.name,
+            job, _ = job_start(
+                owner=request.user,
+                kind=Job.Kind.KAPPA_F1,
+                params=params,
+                digest=job_digest(Job.Kind.KAPPA_F1, params, upload.chunks()),
+                upload=upload,
+                upload_name="predictions.csv",
             )
-            result = kappa_f1_report(
-                y_true,
-                y_pred,
-                kind=kind,
-                labels=labels,
-                n_sim=form.cleaned_data["n_sim"],
-                seed=form.cleaned_data["seed"],
-            )
-        except ValueError as exc:
-            form.add_error("file", str(exc))
+        except JobRefused as exc:
+            form.add_error(None, str(exc))
         else:
-            context["result"] = result
-            context["file_name"] = upload.name
-            context["numbers"] = [
-                ("Items", str(result.n_items)),
-                ("Weighted F1", _cell(result.f1)),
-                ("F1_random = Σ p_c² (closed form)", _cell(result.f1_random)),
-                ("κ_F1 = (F1 − F1_random) / (1 − F1_random)", _cell(result.kappa_f1)),
-                (f"Simulated random F1 (mean of {result.n_sim})", _cell(result.sim_mean)),
-                ("Simulated SD", _cell(result.sim_sd)),
-                ("Simulated − closed form, in standard errors", _cell(result.sim_z)),
-            ]
-            context["proportions"] = [(k, _cell(v)) for k, v in result.proportions.items()]
-    return render(request, "analysis/kappa_f1.html", context)
+            return redirect("analysis:job", job_id=job.pk)
+    return render(request, "analysis/kappa_f1.html", {"form": form})
 
 
 @role_required(ADMIN)

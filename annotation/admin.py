@@ -33,6 +33,8 @@ from .models import (
     Score,
     Study,
     TrainingOutcome,
+    Webhook,
+    WebhookDelivery,
 )
 from .selectors import (
     conversation_has_work,
@@ -442,3 +444,17 @@ class ClinicianCredentialsAdmin(admin.ModelAdmin):
 
     list_display = ["rater", "specialty", "years_in_practice", "updated_at"]
     raw_id_fields = ["rater"]
+
+
+@admin.register(Webhook)
+class WebhookAdmin(ViewOnlyAdmin):
+    """Registered and changed on /manage/webhooks/ (the secret is shown once there, never here)."""
+
+    list_display = ["url", "study", "enabled", "created_by", "created_at"]
+    exclude = ["secret"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ViewOnlyAdmin):
+    list_display = ["created_at", "event", "webhook", "status", "attempts", "last_status_code"]
+    list_filter = ["status", "event"]

@@ -12,7 +12,16 @@ from django.contrib.auth.models import User
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from .models import Assignment, LabelChange, Rater, RatingChange, Response, Study
+from .models import (
+    Assignment,
+    LabelChange,
+    Rater,
+    RatingChange,
+    Response,
+    Study,
+    Webhook,
+    WebhookDelivery,
+)
 from .roles import manageable_users
 from .selectors import NOT_COUNTED, label_changes, rating_changes
 from .topup import TopUpSummary, topup_summary
@@ -326,3 +335,17 @@ def studies_overview() -> list[StudyRow]:
         steps = study_steps(study=study)
         rows.append(StudyRow(study, study.n, next((s for s in steps if s.next), None)))
     return rows
+
+
+def webhooks_listed() -> QuerySet[Webhook]:
+    """Every webhook with its deliveries counted by status, for the webhooks page."""
+    return Webhook.objects.select_related("study").annotate(
+        n_delivered=Count("deliveries", filter=Q(deliveries__status="delivered")),
+        n_waiting=Count("deliveries", filter=Q(deliveries__status__in=["pending", "sending"])),
+        n_failed=Count("deliveries", filter=Q(deliveries__status="failed")),
+    )
+
+
+def webhook_deliveries(*, webhook: Webhook, limit: int = 100) -> list[WebhookDelivery]:
+    """The hook's latest deliveries, newest first: its log."""
+    return list(webhook.deliveries.order_by("-created_at")[:limit])

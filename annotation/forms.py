@@ -3,7 +3,7 @@ from typing import Any, cast
 from django import forms
 from django.http import QueryDict
 
-from .models import ClinicianCredentials, ClinicianSample, Rater, Study
+from .models import ClinicianCredentials, ClinicianSample, Rater, Study, Webhook
 
 
 class ImportForm(forms.Form):
@@ -190,3 +190,20 @@ class CredentialsForm(forms.ModelForm):
         model = ClinicianCredentials
         fields = ["specialty", "years_in_practice", "licence", "conflicts_of_interest"]
         widgets = {"conflicts_of_interest": forms.Textarea(attrs={"rows": 3})}
+
+
+class WebhookForm(forms.Form):
+    url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        help_text="where each event is POSTed as JSON (https in production)",
+    )
+    events = forms.MultipleChoiceField(
+        choices=Webhook.Event.choices, widget=forms.CheckboxSelectMultiple
+    )
+    study = forms.ModelChoiceField(
+        queryset=Study.objects.order_by("name"),
+        required=False,
+        empty_label="every study",
+        help_text="only this study's events",
+    )

@@ -9,6 +9,7 @@ added in migration 0002 on PostgreSQL).
 """
 
 import secrets
+import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -788,3 +789,71 @@ class ClinicianCredentials(models.Model):
 
     def __str__(self) -> str:
         return f"credentials of {self.rater}"
+
+
+class Webhook(models.Model):
+    """A URL another system gave to hear what happened here (docs/webhooks.md). Each delivery is
+    signed with the hook's own secret (HMAC-SHA256), which is shown once, when it is made."""
+
+    class Event(models.TextChoices):
+        RUN_FINISHED = "run.finished", "A run finished"
+        RUN_FAILED = "run.failed", "A run failed"
+        ASSIGNMENT_SUBMITTED = "assignment.submitted", "A clinician submitted a task"
+        STUDY_TARGET_REACHED = (
+            "study.target_reached",
+            "A study's clinicians submitted every task they were given",
+        )
+        RELEASE_READY = "release.ready", "A release bundle is ready"
+
+    url = models.URLField(max_length=500)
+    events = models.JSONField(default=list, help_text="the Event values it hears")
+    study = models.ForeignKey(
+        Study, on_delete=models.CASCADE, null=True, blank=True, related_name="+",
+        help_text="only this study's events (blank: every study's)",
+    )  # fmt: skip
+    secret = models.CharField(max_length=64, editable=False)
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )  # fmt: skip
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class WebhookDelivery(models.Model):
+    """One event for one hook: the outbox row, written in the transaction that made the event
+    (so an event that is rolled back sends nothing and one that is committed is never lost), and
+    the log of its attempts. Receivers tell repeats apart by its id."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting to be sent"
+        SENDING = "sending", "Being sent"
+        DELIVERED = "delivered", "Delivered"
+        FAILED = "failed", "Given up"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=40)
+    body = models.TextField(help_text="the JSON sent, exactly as signed")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_response = models.TextField(blank=True, help_text="the start of the receiver's answer")
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
+
+    def __str__(self) -> str:
+        return f"{self.event} → {self.webhook_id} ({self.status})"

@@ -1,11 +1,12 @@
-"""Celery tasks of the annotation app: thin, JSON arguments only; the work is in
-annotation.services.mail. Both run on the upkeep queue (settings.CELERY_TASK_ROUTES)."""
+"""Celery tasks of the annotation app: thin, idempotent, JSON arguments only; the work is in
+annotation.services.mail (e-mail) and annotation.services.webhooks. They run on the upkeep
+queue (settings.CELERY_TASK_ROUTES)."""
 
 from smtplib import SMTPException
 
 from celery import shared_task
 
-from .services import mail
+from .services import mail, webhooks
 
 # A relay that is briefly unreachable: try again a little later, a few times. A message is
 # recorded only once the relay took it, so a retry never sends one twice.
@@ -25,3 +26,18 @@ def invitation_mail_send(user_id: int, study_id: int | None = None) -> None:
 def reminders_send() -> None:
     """Periodic (Celery beat): remind clinicians whose assigned work has paused."""
     mail.reminders_send()
+
+
+@shared_task(ignore_result=True)
+def webhook_deliver(delivery_id: str) -> None:
+    """Send one delivery (its first attempt, right after the event commits). A delivery that is
+    not due (already delivered, or being sent) is left alone. Dies with its worker: the
+    delivery's lease runs out and the outbox sweep sends it again."""
+    webhooks.webhook_deliver(delivery_id=delivery_id)
+
+
+@shared_task(ignore_result=True)
+def webhooks_deliver_due() -> None:
+    """Periodic (Celery beat, mentalbench/celery.py): send every delivery whose retry is due or
+    whose task was lost. Idempotent; an expired sweep is done by the next one."""
+    webhooks.webhooks_deliver_due()

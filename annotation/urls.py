@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import admin_views, calibration_views, views
+from . import admin_views, calibration_views, views, webhook_views
 
 app_name = "annotation"
 
@@ -30,6 +30,18 @@ urlpatterns = [
     path("manage/training/", calibration_views.training, name="manage_training"),
     path("manage/top-up/", calibration_views.topup, name="manage_topup"),
     path("manage/time-on-task/", calibration_views.time_on_task, name="manage_time_on_task"),
+    path("manage/webhooks/", webhook_views.webhooks, name="manage_webhooks"),
+    path("manage/webhooks/<int:pk>/", webhook_views.webhook_detail, name="manage_webhook"),
+    path(
+        "manage/webhooks/<int:pk>/toggle",
+        webhook_views.webhook_toggle,
+        name="manage_webhook_toggle",
+    ),
+    path(
+        "manage/webhooks/<int:pk>/delete",
+        webhook_views.webhook_remove,
+        name="manage_webhook_delete",
+    ),
     # Invite and admin-issued reset links both land here to set a password.
     path(
         "accounts/set-password/<uidb64>/<token>/",

@@ -27,7 +27,8 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
     """The periodic tasks `celery -A mentalbench beat` sends (bin/up and the compose stack run it).
 
     The run sweeper finds runs whose workers died (running, cancelling or finishing) and moves
-    them on. A sweep that waits longer than its own period is dropped (`expires`): the next one
+    them on; the outbox sweep sends due webhook deliveries; the jobs sweeper deletes expired job
+    results. A sweep that waits longer than its own period is dropped (`expires`): the next one
     does the same work, so they never pile up behind workers busy with long runs.
     """
     from django.conf import settings
@@ -52,4 +53,18 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
         sender.signature("judging.tasks.batches_poll"),
         name="judging: poll provider batches of batch-mode runs",
         expires=poll.total_seconds(),
+    )
+    outbox = timedelta(seconds=settings.WEBHOOK_POLL_SECONDS)
+    sender.add_periodic_task(
+        outbox,
+        sender.signature("annotation.tasks.webhooks_deliver_due"),
+        name="annotation: send due webhook deliveries (retries, lost tasks)",
+        expires=outbox.total_seconds(),
+    )
+    jobs = timedelta(seconds=60)
+    sender.add_periodic_task(
+        jobs,
+        sender.signature("analysis.tasks.jobs_sweep"),
+        name="analysis: delete expired job results, fail jobs whose worker is gone",
+        expires=jobs.total_seconds(),
     )

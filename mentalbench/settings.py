@@ -384,6 +384,9 @@ CELERY_TASK_ROUTES = {
         "judging.tasks.batches_poll",
         "judging.tasks.batch_poll",
         "judging.tasks.batch_cancel",
+        "analysis.tasks.jobs_sweep",
+        "annotation.tasks.webhook_deliver",
+        "annotation.tasks.webhooks_deliver_due",
     )
 }
 if REDIS_URL:
@@ -404,6 +407,40 @@ else:
         # An idle worker looks for new messages this often: the delay before a launch starts.
         "polling_interval": 0.2,
     }
+
+# Background jobs (docs/jobs.md): how many one person may have queued or running at once, how
+# long a finished job's result is kept, how long one may run, and how long a running job may go
+# without reporting progress before the sweeper calls its worker gone.
+JOBS_MAX_ACTIVE_PER_USER = envint("JOBS_MAX_ACTIVE_PER_USER", 2)
+JOBS_RESULT_HOURS = envint("JOBS_RESULT_HOURS", 24)
+JOBS_TIME_LIMIT_SECONDS = envint("JOBS_TIME_LIMIT_SECONDS", 3600)
+JOBS_STALE_SECONDS = envint("JOBS_STALE_SECONDS", 300)
+for _name in (
+    "JOBS_MAX_ACTIVE_PER_USER",
+    "JOBS_RESULT_HOURS",
+    "JOBS_TIME_LIMIT_SECONDS",
+    "JOBS_STALE_SECONDS",
+):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1, got {globals()[_name]}")
+
+# Webhooks (docs/webhooks.md): the wait before a failed delivery's next attempt doubles from the
+# base up to the maximum; after the last attempt it is given up. Beat looks for due deliveries
+# every WEBHOOK_POLL_SECONDS; one request waits at most WEBHOOK_TIMEOUT_SECONDS.
+WEBHOOK_RETRY_BASE_SECONDS = envfloat("WEBHOOK_RETRY_BASE_SECONDS", 10.0)
+WEBHOOK_RETRY_MAX_SECONDS = envfloat("WEBHOOK_RETRY_MAX_SECONDS", 3600.0)
+WEBHOOK_MAX_ATTEMPTS = envint("WEBHOOK_MAX_ATTEMPTS", 20)
+WEBHOOK_POLL_SECONDS = envfloat("WEBHOOK_POLL_SECONDS", 10.0)
+WEBHOOK_TIMEOUT_SECONDS = envfloat("WEBHOOK_TIMEOUT_SECONDS", 10.0)
+for _name in (
+    "WEBHOOK_RETRY_BASE_SECONDS",
+    "WEBHOOK_RETRY_MAX_SECONDS",
+    "WEBHOOK_MAX_ATTEMPTS",
+    "WEBHOOK_POLL_SECONDS",
+    "WEBHOOK_TIMEOUT_SECONDS",
+):
+    if not globals()[_name] > 0:  # also refuses nan
+        raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be positive")
 
 # Run sweeper: every this many seconds Celery beat moves on runs whose workers died; see
 # docs/judging.md.

@@ -14,7 +14,10 @@ from django.core.management import call_command
 from django.db import connection, transaction
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from annotation.models import Study
+    from tests.celery_workers import Worker
 
 SHARED = Path(os.environ.get("MENTALBENCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 MENTALALIGN = SHARED / "data" / "mentalalign70k"
@@ -63,6 +66,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # would give pages hashed names the test server then answers 404: every chart stayed
     # undrawn. An empty folder of the test run's own keeps the manifest out.
     settings.STATIC_ROOT = Path(tempfile.mkdtemp(prefix="mentalbench-test-static-"))
+    # Job results and uploads go to a folder of the run's own, shared with the Celery workers
+    # tests start (they inherit the environment), never into the checkout.
+    media = tempfile.mkdtemp(prefix="mentalbench-test-media-")
+    settings.MEDIA_ROOT = Path(media)
+    os.environ["MEDIA_ROOT"] = media
     # force_login of staff or an admin-group member signs in with a second factor, as the
     # platform requires of them (tests/second_factor.py).
     from django.test import Client
@@ -330,3 +338,52 @@ def staff_user(db, django_user_model):
 def staff_client(client, staff_user):
     client.force_login(staff_user)
     return client
+
+
+# ------------------------------------------------------------------------------ Celery workers
+
+
+@pytest.fixture
+def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    """Start real workers; the test process sends its tasks to the same Redis db."""
+    from mentalbench.celery import app
+    from tests.celery_workers import WORKER_REDIS_URL, Worker, flush
+
+    flush(WORKER_REDIS_URL)
+    database = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": (
+            f"postgres://{database['USER'] or 'postgres'}@{database['HOST'] or '127.0.0.1'}:"
+            f"{database['PORT'] or 5432}/{database['NAME']}"
+        ),
+        "REDIS_URL": WORKER_REDIS_URL,
+        "JUDGING_RATELIMIT_REDIS_URL": WORKER_REDIS_URL,
+        "JUDGING_LEASE_SECONDS": "4",
+        "JUDGING_SWEEP_SECONDS": "1",
+        "DB_CONN_MAX_AGE": "0",
+        "PYTHONUNBUFFERED": "1",
+    }
+    saved = app.conf.broker_url
+    app.conf.broker_url = WORKER_REDIS_URL
+    app._pool = None  # connection pools are built from broker_url on first use
+    app.amqp._producer_pool = None
+    workers: list[Worker] = []
+
+    def start(
+        log_name: str = "worker.log", *, concurrency: int = 2, beat: bool = False, queues: str = ""
+    ) -> Worker:
+        """A worker (of every queue unless `queues` names some), or beat."""
+        worker = Worker(
+            env, tmp_path / log_name, concurrency=concurrency, beat=beat, queues=queues
+        ).start()
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+    app.conf.broker_url = saved
+    app._pool = None
+    app.amqp._producer_pool = None
+    flush(WORKER_REDIS_URL)

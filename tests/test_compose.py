@@ -98,8 +98,9 @@ def test_healthchecks_restarts_and_persistence(compose):
 
 
 def test_runs_and_upkeep_have_workers_of_their_own(compose):
-    """Long runs never hold the sweeper, the batch polls or a forgot-password e-mail: each
-    queue has its own worker."""
+    """Long runs (and background jobs, which share their queue) never hold the sweepers, the
+    batch polls, a webhook delivery or a forgot-password e-mail: each queue has its own
+    worker."""
     from django.conf import settings
 
     services = compose["services"]
@@ -114,6 +115,9 @@ def test_runs_and_upkeep_have_workers_of_their_own(compose):
         "judging.tasks.batches_poll",
         "judging.tasks.batch_poll",
         "judging.tasks.batch_cancel",
+        "analysis.tasks.jobs_sweep",
+        "annotation.tasks.webhook_deliver",
+        "annotation.tasks.webhooks_deliver_due",
     }
     assert settings.CELERY_TASK_DEFAULT_QUEUE == "runs"
 

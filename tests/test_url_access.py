@@ -46,6 +46,13 @@ ADMINS = (LOGIN, 403, 403, 403, 200, 200, 200)
 ADMINS_REDIRECT = (LOGIN, 403, 403, 403, 302, 302, 302)
 RESEARCHERS = (LOGIN, 403, 403, 200, 200, 200, 200)
 API = (401, 403, 403, 200, 200, 200, 200)
+API_OWN = (401, 403, 403, 200, 404, 404, 404)  # the researcher's own job
+API_NOT_GET = (401, 403, 403, 405, 405, 405, 405)
+API_NOT_POST = API_NOT_GET
+# A job's routes, as the API's router spells them (a job's id is a UUID).
+JOB = "api/jobs/(?P<pk>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+FORMAT = "\\.(?P<format>[a-z0-9]+)/?$"
+API_NO_FILE = (401, 403, 403, 404, 404, 404, 404)
 NOT_GET = _by_role(*[405] * 7)
 NOT_POST = _by_role(*[405] * 7)
 NOWHERE = _by_role(*[404] * 7)
@@ -372,6 +379,20 @@ EXPECTED: dict[str, list[Case]] = {
         )
     ],
     "manage/time-on-task/": [C("/manage/time-on-task/?study={study_id}", get=ADMINS)],
+    # An invalid form (no events) is the page again: nothing is registered by the walk.
+    "manage/webhooks/": [C("/manage/webhooks/", get=ADMINS, post=ADMINS)],
+    "manage/webhooks/<int:pk>/": [C("/manage/webhooks/{webhook_id}/", get=ADMINS)],
+    "manage/webhooks/<int:pk>/toggle": [
+        C("/manage/webhooks/{webhook_id}/toggle", get=NOT_GET, post=ADMINS_REDIRECT)
+    ],
+    # The first admin deletes it; the next ones find nothing to delete.
+    "manage/webhooks/<int:pk>/delete": [
+        C(
+            "/manage/webhooks/{webhook_id}/delete",
+            get=NOT_GET,
+            post=(LOGIN, 403, 403, 403, 302, 404, 404),
+        )
+    ],
     # The link itself is the credential: anyone holding it may open it (it redirects to a
     # session-bound URL that hides the token).
     "accounts/set-password/<uidb64>/<token>/": [
@@ -410,8 +431,29 @@ EXPECTED: dict[str, list[Case]] = {
     "analysis/studies/<int:study_id>/release/": [
         C("/analysis/studies/{study_id}/release/", get=RESEARCHERS)
     ],
-    "analysis/studies/<int:study_id>/release.zip": [
-        C("/analysis/studies/{study_id}/release.zip", get=RESEARCHERS)
+    # Starting the release job (a refused one, so that the walk builds no zip, is a redirect too).
+    "analysis/studies/<int:study_id>/release/start": [
+        C(
+            "/analysis/studies/{study_id}/release/start",
+            get=NOT_GET,
+            post=(LOGIN, 403, 403, 302, 302, 302, 302),
+        )
+    ],
+    "analysis/jobs/": [C("/analysis/jobs/", get=RESEARCHERS)],
+    # A job is its owner's: everyone else who may read analyses gets 404.
+    "analysis/jobs/<uuid:job_id>/": [
+        C("/analysis/jobs/{job_id}/", get=(LOGIN, 403, 403, 200, 404, 404, 404))
+    ],
+    "analysis/jobs/<uuid:job_id>/cancel": [
+        C(
+            "/analysis/jobs/{job_id}/cancel",
+            get=NOT_GET,
+            post=(LOGIN, 403, 403, 302, 404, 404, 404),
+        )
+    ],
+    # The walk's job kept no file: nobody downloads it.
+    "analysis/jobs/<uuid:job_id>/download": [
+        C("/analysis/jobs/{job_id}/download", get=(LOGIN, 403, 403, 404, 404, 404, 404))
     ],
     "analysis/studies/<int:study_id>/retest/": [
         C("/analysis/studies/{study_id}/retest/", get=ADMINS)
@@ -508,6 +550,30 @@ EXPECTED: dict[str, list[Case]] = {
     "api/ratings/(?P<pk>[^/.]+)\\.(?P<format>[a-z0-9]+)/?$": [
         C("/api/ratings/{rating_id}.json", get=API)
     ],
+    # Jobs: the list is each person's own; the walk's job is the researcher's (404 to others);
+    # the job kept no file (404 for its download).
+    "api/jobs/$": [C("/api/jobs/", get=API, post=API_NOT_POST)],
+    # A release takes JSON only: the walk's form POST is an unsupported media type. κ_F1 takes
+    # multipart, which the walk sends, without the file (400).
+    "api/jobs/release/$": [
+        C("/api/jobs/release/", get=API_NOT_GET, post=(401, 403, 403, 415, 415, 415, 415))
+    ],
+    "api/jobs/release\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/jobs/release.json", get=API_NOT_GET, post=(401, 403, 403, 415, 415, 415, 415))
+    ],
+    "api/jobs/kappa-f1/$": [
+        C("/api/jobs/kappa-f1/", get=API_NOT_GET, post=(401, 403, 403, 400, 400, 400, 400))
+    ],
+    "api/jobs/kappa-f1\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/jobs/kappa-f1.json", get=API_NOT_GET, post=(401, 403, 403, 400, 400, 400, 400))
+    ],
+    "api/jobs\\.(?P<format>[a-z0-9]+)/?$": [C("/api/jobs.json", get=API)],
+    JOB + "/$": [C("/api/jobs/{job_id}/", get=API_OWN)],
+    JOB + FORMAT: [C("/api/jobs/{job_id}.json", get=API_OWN)],
+    JOB + "/cancel/$": [C("/api/jobs/{job_id}/cancel/", get=API_NOT_GET, post=API_OWN)],
+    JOB + "/cancel" + FORMAT: [C("/api/jobs/{job_id}/cancel.json", get=API_NOT_GET, post=API_OWN)],
+    JOB + "/download/$": [C("/api/jobs/{job_id}/download/", get=API_NO_FILE)],
+    JOB + "/download" + FORMAT: [C("/api/jobs/{job_id}/download.json", get=API_NO_FILE)],
     "api/label-annotations/$": [C("/api/label-annotations/", get=API)],
     "api/label-annotations\\.(?P<format>[a-z0-9]+)/?$": [C("/api/label-annotations.json", get=API)],
     "api/label-annotations/(?P<pk>[^/.]+)/$": [
@@ -695,6 +761,14 @@ def world_build() -> dict:
     assignment.ratings.update(status="complete")
     label_assignment.label_annotations.update(status="complete")
     token, _ = AuthToken.objects.create(user=users["researcher"])
+    from analysis.models import Job
+    from annotation.models import Webhook
+
+    webhook = Webhook.objects.create(url="https://lab.example/", events=["run.finished"])
+    # The researcher's finished job (no file kept): only its owner finds it.
+    job = Job.objects.create(
+        owner=users["researcher"], kind=Job.Kind.KAPPA_F1, digest="walk", state=Job.State.DONE
+    )
     # Reclaim needs stale work: make the assignment look long untouched.
     Assignment.objects.filter(pk=assignment.pk).update(
         last_activity_at=None, created_at=assignment.created_at.replace(year=2000)
@@ -709,6 +783,8 @@ def world_build() -> dict:
         "attribute_id": attribute.pk,
         "label": label,
         "study_id": study.pk,
+        "job_id": job.pk,
+        "webhook_id": webhook.pk,
         "label_study_id": label_study.pk,
         "assignment_id": assignment.pk,
         "clinician_rater_id": clinician.pk,

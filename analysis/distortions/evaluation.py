@@ -5,7 +5,7 @@ item-level agreement) and a classifier's predictions against the truth (weighted
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -190,6 +190,11 @@ def weighted_f1_batch_multilabel(truth: NDArray[np.bool_], preds: NDArray[np.boo
     return weighted
 
 
+def _report(progress: Callable[[float], None] | None, sims: list[FloatArray], n_sim: int) -> None:
+    if progress is not None:
+        progress(sum(s.size for s in sims) / max(n_sim, 1))
+
+
 def _chunks(total: int, size: int) -> Iterable[int]:
     while total > 0:
         yield min(size, total)
@@ -225,6 +230,7 @@ def kappa_f1_report(
     labels: Sequence[str] | None = None,
     n_sim: int = 1000,
     seed: int = 0,
+    progress: Callable[[float], None] | None = None,
 ) -> KappaF1Report:
     """Weighted F1, F1_random, κ_F1 and a simulated random baseline [CD §5.2–5.3, App. J].
 
@@ -250,6 +256,8 @@ def kappa_f1_report(
         y_true, y_pred: binary/multiclass: one label per item; multilabel: a label collection
             per item, or (items, labels) 0/1 matrices (then ``labels`` names the columns).
         labels: class order (and the allowed set); default: sorted union of both sides.
+        progress: called with the fraction of the simulations done after each chunk (a
+            background job's progress bar); whatever it raises stops the computation.
     """
     if kind not in ("binary", "multiclass", "multilabel"):
         raise ValueError(f"kind must be binary, multiclass or multilabel, got {kind!r}")
@@ -290,6 +298,7 @@ def kappa_f1_report(
         for b in _chunks(n_sim if n_items else 0, step):
             draws = rng.random((b, *truth.shape)) < q[None, None, :]
             sims.append(weighted_f1_batch_multilabel(truth, draws))
+            _report(progress, sims, n_sim)
     else:
         t_list, p_list = list(y_true), list(y_pred)  # type: ignore[arg-type]
         if len(t_list) != len(p_list):
@@ -311,6 +320,7 @@ def kappa_f1_report(
         for b in _chunks(n_sim if n_items else 0, step):
             drawn = rng.choice(len(classes), size=(b, n_items), p=p)
             sims.append(weighted_f1_batch_classes(t_idx, drawn, len(classes)))
+            _report(progress, sims, n_sim)
     simulated = np.concatenate(sims) if sims else np.array([])
     kappa = kappa_f1(f1.value, f1_random)
     return KappaF1Report(

@@ -31,12 +31,14 @@ from ..models import (
     Response,
     Score,
     Study,
+    Webhook,
 )
 from ..roles import CLINICIAN, role_add, user_can_manage
 from ..tokens import password_token_generator
 from ..usernames import username_normalised, usernames_look_alike
 from .consent import consent_refusal
 from .importing import BATCH
+from .webhooks import webhook_emit, webhooks_any
 
 # A heartbeat adds at most this many seconds: the page sends one every 15 s while it is visible
 # and was used in the last minute, so a longer gap means the clinician was away.
@@ -302,7 +304,37 @@ def assignment_mark_submitted(assignment: Assignment, now) -> Assignment:
     assignment.status = Assignment.Status.SUBMITTED
     assignment.submitted_at = assignment.last_activity_at = now
     assignment.save(update_fields=["status", "submitted_at", "last_activity_at"])
+    submitted_emit(assignment)
     return assignment
+
+
+def submitted_emit(assignment: Assignment) -> None:
+    """Tell the webhooks that hear it that a task was submitted and, when it was the study's
+    last open task, that the study reached its target. Ids only: no clinician's name. The
+    study's row is locked for the last-task check, so two last submits at once report the
+    target once."""
+    if not webhooks_any():
+        return
+    study_id = Conversation.objects.filter(pk=assignment.conversation_id).values_list(
+        "study_id", flat=True
+    )[0]
+    data = {
+        "study": study_id,
+        "assignment": assignment.pk,
+        "conversation": assignment.conversation_id,
+        "rater": assignment.rater_id,
+        "kind": assignment.kind,
+    }
+    webhook_emit(event=Webhook.Event.ASSIGNMENT_SUBMITTED, study_id=study_id, data=data)
+    Study.objects.select_for_update().filter(pk=study_id).first()
+    tasks = Assignment.objects.filter(conversation__study_id=study_id)
+    open_statuses = [Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS]
+    if not tasks.filter(status__in=open_statuses).exists():
+        webhook_emit(
+            event=Webhook.Event.STUDY_TARGET_REACHED,
+            study_id=study_id,
+            data={"study": study_id, "submitted": tasks.filter(status="submitted").count()},
+        )
 
 
 def edit_clock_ms(edited_ms: int | None, now) -> int:

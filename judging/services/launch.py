@@ -24,8 +24,10 @@ from annotation.models import (
     Responder,
     Response,
     Study,
+    Webhook,
 )
 from annotation.responders import paper_judge_defaults
+from annotation.services.webhooks import webhook_emit
 
 from .. import api_keys, prompts, providers
 from ..models import ModelEndpoint, Run, RunItem
@@ -546,6 +548,25 @@ def _settle(run: Run, now) -> None:
         run.status, run.error = Run.Status.DONE, ""
     run.finished_at = now
     run.save(update_fields=["status", "error", "finished_at"])
+    _ended_emit(run, done=counts["done"], failed=counts["failed"])
+
+
+def _ended_emit(run: Run, *, done: int | None = None, failed: int | None = None) -> None:
+    """The webhooks' run.finished or run.failed, in the transaction that ended the run. Ids,
+    kind and counts only: never the responder (a generation run's blinded system)."""
+    event = (
+        Webhook.Event.RUN_FINISHED if run.status == Run.Status.DONE else Webhook.Event.RUN_FAILED
+    )
+    data = {
+        "run": run.pk,
+        "study": run.study_id,
+        "kind": run.kind,
+        "status": run.status,
+        "items_done": done,
+        "items_failed": failed,
+        "error": run.error if run.status == Run.Status.FAILED else "",
+    }
+    webhook_emit(event=event, study_id=run.study_id, data=data)
 
 
 @transaction.atomic
@@ -555,6 +576,7 @@ def run_fail(*, run_id: int, error: str) -> None:
     if run.status in (Run.Status.RUNNING, Run.Status.CANCELLING, Run.Status.PENDING):
         run.status, run.error, run.finished_at = Run.Status.FAILED, error[:2000], timezone.now()
         run.save(update_fields=["status", "error", "finished_at"])
+        _ended_emit(run)
 
 
 # ------------------------------------------------------------------------------ the sweeper

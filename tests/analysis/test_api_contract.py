@@ -239,6 +239,18 @@ def test_what_the_schema_promises_is_what_the_server_holds(db):
         for method, operation in item.items()
     }
     assert "/api/schema/" not in schema["paths"]
+    jobs = {key: op for key, op in operations.items() if key[0].startswith("/api/jobs/")}
+    assert set(jobs) == {
+        ("/api/jobs/", "get"),
+        ("/api/jobs/{id}/", "get"),
+        ("/api/jobs/{id}/cancel/", "post"),
+        ("/api/jobs/{id}/download/", "get"),
+        ("/api/jobs/release/", "post"),
+        ("/api/jobs/kappa-f1/", "post"),
+    }
+    for start in ("/api/jobs/release/", "/api/jobs/kappa-f1/"):
+        assert {"200", "201", "400", "404", "429"} <= set(jobs[start, "post"]["responses"])
+    operations = {key: op for key, op in operations.items() if key not in jobs}
     assert len(operations) == 9 and {m for _, m in operations} == {"get"}
     for (path, _), operation in operations.items():
         statuses = set(operation["responses"])

@@ -1,5 +1,5 @@
-"""A researcher reads a study's datasheet in chromium and downloads its release; a clinician
-is refused the page."""
+"""A researcher prepares a study's release in chromium, downloads it and reads its datasheet; a
+clinician is refused the page."""
 
 from __future__ import annotations
 
@@ -14,6 +14,17 @@ from annotation.roles import CLINICIAN, RESEARCHER, role_add
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture
+def eager_jobs():
+    """Jobs run inside the request that starts them, once it commits (Celery eager)."""
+    from mentalbench.celery import app
+
+    saved = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = saved
+
+
 def _sign_in(page, username: str, password: str, path: str) -> None:
     page.goto(f"/accounts/login/?next={path}")
     page.fill("#id_login", username)
@@ -22,8 +33,8 @@ def _sign_in(page, username: str, password: str, path: str) -> None:
         page.click("main button[type=submit]")
 
 
-def test_researcher_reads_the_datasheet_and_downloads_a_release_that_checks_out(
-    django_db_setup, small_study, live_server, chromium, tmp_path
+def test_researcher_prepares_downloads_and_reads_a_release_that_checks_out(
+    django_db_setup, small_study, live_server, chromium, tmp_path, eager_jobs
 ):
     study = small_study.study
     path = f"/analysis/studies/{study.pk}/release/"
@@ -32,13 +43,18 @@ def test_researcher_reads_the_datasheet_and_downloads_a_release_that_checks_out(
     page = chromium.new_context(base_url=live_server.url, accept_downloads=True).new_page()
     _sign_in(page, "rosa", "pw-rosa-long-1", path)
     page.wait_for_url(f"**{path}")
-    # The datasheet is rendered on the page before anything is downloaded.
-    assert page.locator("h3:has-text('Reliability')").count() == 1
-    assert "Licence" in page.inner_text("main")
+    # A worker builds the zip (the live server sends tasks eagerly here); its page offers it.
+    page.click("text=Prepare the release (zip)")
+    page.wait_for_url("**/analysis/jobs/**")
     with page.expect_download() as info:
-        page.click("text=Download the release (zip)")
+        page.click("text=Download small-study-release.zip")
     saved = tmp_path / info.value.suggested_filename
     info.value.save_as(saved)
+    # The job's page leads to the datasheet the release holds.
+    page.click("text=Read its datasheet")
+    page.wait_for_url(lambda url: url.endswith(f"{path}?text=1"))
+    assert page.locator("h3:has-text('Reliability')").count() == 1
+    assert "Licence" in page.inner_text("main")
     assert saved.name == "small-study-release.zip"
     with zipfile.ZipFile(saved) as archive:
         names = set(archive.namelist())
@@ -52,4 +68,4 @@ def test_researcher_reads_the_datasheet_and_downloads_a_release_that_checks_out(
     _sign_in(other, "cleo", "pw-cleo-long-1", "/rate/")
     response = other.goto(path)
     assert response is not None and response.status == 403
-    assert "Download the release" not in other.content()
+    assert "Prepare the release" not in other.content()

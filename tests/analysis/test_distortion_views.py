@@ -12,7 +12,7 @@ from django.urls import reverse
 from analysis.distortion_selectors import distortion_report
 from analysis.distortions.consistency import per_label_fleiss
 from analysis.distortions.splits import stratified_split
-from analysis.models import ExportLog, RaterCode
+from analysis.models import ExportLog, Job, RaterCode
 from analysis.pseudonyms import rater_codes_ensure
 from annotation.models import LabelAnnotation, Rater
 from tests.factories import DISTORTION_CLINICIAN_LABELS, DISTORTION_RUNS
@@ -107,7 +107,8 @@ def test_table_downloads_are_logged(client, researcher, cd_study):
     assert ExportLog.objects.filter(what__startswith="distortion-table:").count() == 5
 
 
-def test_kappa_f1_upload_reports_hand_computed_values(client, researcher):
+def test_kappa_f1_upload_starts_a_job(client, researcher):
+    """The numbers are on the job's page (tests/analysis/test_jobs.py runs the job)."""
     client.force_login(researcher)
     data = b"true,predicted\na,a\na,a\na,b\nb,b\n"
     response = client.post(
@@ -119,27 +120,12 @@ def test_kappa_f1_upload_reports_hand_computed_values(client, researcher):
             "seed": 1,
         },
     )
-    html = response.content.decode()
-    assert response.status_code == 200
-    # p = (0.75, 0.25): F1_random = 0.625; weighted F1 = 0.75·0.8 + 0.25·2/3 = 0.7667;
-    # κ_F1 = (0.7667 − 0.625) / 0.375 = 0.378.
-    assert "0.625" in html and "0.767" in html and "0.378" in html
-    assert "Simulated random F1" in html
-
-
-def test_kappa_f1_upload_explains_a_bad_file(client, researcher):
-    client.force_login(researcher)
-    response = client.post(
-        reverse("analysis:kappa_f1"),
-        {
-            "file": SimpleUploadedFile("bad.csv", b"gold,guess\na,b\n"),
-            "n_sim": 100,
-            "seed": 0,
-        },
-    )
-    assert response.status_code == 200
-    assert "bad" in response.content.decode() or "true" in response.content.decode()
-    assert 'id="kappa-f1-result"' not in response.content.decode()
+    job = Job.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("analysis:job", args=[job.pk])
+    assert job.params == {
+        "kind": None, "labels": None, "n_sim": 200, "seed": 1, "file_name": "preds.csv"
+    }  # fmt: skip
 
 
 def _token_client(user):

@@ -19,7 +19,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from analysis.models import ExportLog
+from analysis.jobs.services import job_execute
+from analysis.models import ExportLog, Job
 from analysis.release import (
     CHECKSUMS,
     CONVERSATIONS,
@@ -266,31 +267,49 @@ def test_release_is_logged(generated, tmp_path):
 # --- the page and the download ------------------------------------------------------------------
 
 
-def test_researcher_reads_the_datasheet_then_downloads_the_zip(client, researcher, generated):
+def _prepare(client, study, text: str = "1") -> None:
+    """Start the release job from the page and run it, as a worker would."""
+    response = client.post(reverse("analysis:release_start", args=[study.pk]), {"text": text})
+    assert response.status_code == 302
+    job_execute(job_id=str(Job.objects.latest("created_at").pk))
+
+
+def test_researcher_prepares_the_zip_as_a_job_then_reads_its_datasheet(
+    client, researcher, generated
+):
+    """The page builds nothing (a large study's release takes minutes): it starts the job,
+    whose page links back to the datasheet the job found."""
     client.force_login(researcher)
-    page = client.get(reverse("analysis:release", args=[generated.study.pk]))
+    url = reverse("analysis:release", args=[generated.study.pk])
+    html = client.get(url).content.decode()
+    assert 'id="datasheet-pending"' in html and 'id="datasheet"' not in html
+    assert reverse("analysis:release_start", args=[generated.study.pk]) in html
+    response = client.post(reverse("analysis:release_start", args=[generated.study.pk]))
+    job = Job.objects.get()
+    assert response["Location"] == reverse("analysis:job", args=[job.pk])
+    assert job.kind == Job.Kind.RELEASE and job.study == generated.study
+    job_execute(job_id=str(job.pk))
+    assert url in client.get(response["Location"]).content.decode()
+    page = client.get(url)
     assert page.status_code == 200
     html = page.content.decode()
     assert "<h3>Reliability</h3>" in html and "<th>icc_c1</th>" in html
     assert "Licence" in html and "dr_a" not in html
-    response = client.get(reverse("analysis:release_zip", args=[generated.study.pk]))
-    assert response.status_code == 200
-    assert response["Content-Type"] == "application/zip"
-    assert 'filename="small-study-release.zip"' in response["Content-Disposition"]
-    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
-    assert CHECKSUMS in archive.namelist() and HUMAN in archive.namelist()
-    log = ExportLog.objects.get(what="release")
-    assert log.channel == "web" and log.user == researcher
+    # Without the texts it is another release, not prepared yet.
+    assert 'id="datasheet-pending"' in client.get(url + "?text=0").content.decode()
 
 
 def test_the_page_shows_the_datasheet_of_the_study_as_it_is_now(client, researcher, generated):
-    """The datasheet is cached with the study's version: a new description (an admin's edit, no
-    rating changed) is on the page at once, as it is in the download."""
+    """The datasheet is kept with the study's version: after a new description (an admin's edit,
+    no rating changed) the page waits for a release of the study as it now is."""
     client.force_login(researcher)
     url = reverse("analysis:release", args=[generated.study.pk])
+    _prepare(client, generated.study)
     assert "A new description." not in client.get(url).content.decode()
     generated.study.description = "A new description."
     generated.study.save()
+    assert 'id="datasheet-pending"' in client.get(url).content.decode()
+    _prepare(client, generated.study)
     assert "A new description." in client.get(url).content.decode()
 
 
@@ -298,8 +317,8 @@ def test_clinician_can_neither_read_nor_download_the_release(client, clinician_u
     client.force_login(clinician_user)
     pk = generated.study.pk
     assert client.get(reverse("analysis:release", args=[pk])).status_code == 403
-    assert client.get(reverse("analysis:release_zip", args=[pk])).status_code == 403
-    assert not ExportLog.objects.exists()
+    assert client.post(reverse("analysis:release_start", args=[pk])).status_code == 403
+    assert not ExportLog.objects.exists() and not Job.objects.exists()
 
 
 def test_a_study_that_cannot_be_released_says_why_on_the_page(client, researcher, generated):
@@ -307,10 +326,11 @@ def test_a_study_that_cannot_be_released_says_why_on_the_page(client, researcher
         conditions=["a", "b", "c", "d"]
     )
     client.force_login(researcher)
+    _prepare(client, generated.study)
     page = client.get(reverse("analysis:release", args=[generated.study.pk]))
     assert page.status_code == 409
     assert "conversation &#x27;c1&#x27; has 4 condition labels" in page.content.decode()
-    assert "Download the release" not in page.content.decode()
+    assert "Prepare the release" not in page.content.decode()
 
 
 # --- the released MentalAlign-70k workbooks ------------------------------------------------------

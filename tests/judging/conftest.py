@@ -1,29 +1,21 @@
-"""Fixtures for run tests: a study with responses, fake LLM servers, endpoints, a Celery worker."""
+"""Fixtures for run tests: a study with responses, fake LLM servers, endpoints (real Celery
+workers: `celery_worker_factory` in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from tests.conftest import worker_redis_url
 from tests.factories import ENDPOINT_API_KEY, case_context, case_reply, endpoint_make, study_make
 from tests.fakes.llm_server import FakeLLMServer
 
 API_KEY = ENDPOINT_API_KEY
-WORKER_REDIS_URL = worker_redis_url(
-    os.environ.get("TEST_WORKER_REDIS_URL", "redis://127.0.0.1:6379/14")
-)
-LIMITER_REDIS_URL = worker_redis_url(os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 ROOT = Path(__file__).resolve().parents[2]
+LIMITER_REDIS_URL = worker_redis_url(os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 
 
 @pytest.fixture(autouse=True)
@@ -83,133 +75,6 @@ def endpoint_factory(db, fake_llm: FakeLLMServer) -> Callable:
         return endpoint_make(**{"base_url": base_url, "provider": provider, **overrides})
 
     return make
-
-
-# ------------------------------------------------------------------------------ Celery worker
-
-
-def _flush(url: str) -> None:
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
-    finally:
-        client.close()
-
-
-class Worker:
-    """A real `celery worker` (or, with beat=True, `celery beat`) subprocess on the test database
-    and the test process's WORKER_REDIS_URL."""
-
-    def __init__(
-        self,
-        env: dict[str, str],
-        log: Path,
-        *,
-        concurrency: int = 2,
-        beat: bool = False,
-        queues: str = "",
-    ) -> None:
-        self.env, self.log = env, log
-        self.concurrency, self.beat, self.queues = concurrency, beat, queues
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> Worker:
-        handle = self.log.open("ab")
-        if self.beat:
-            schedule = self.log.with_suffix(".schedule")
-            command = ["beat", "--loglevel=INFO", f"--schedule={schedule}"]
-        else:
-            command = [
-                "worker",
-                "-P",
-                "prefork",
-                "-c",
-                str(self.concurrency),
-                "--loglevel=INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ]
-            if self.queues:  # as bin/up and docker compose start them: one queue each
-                command += ["-Q", self.queues, "-n", f"{self.queues}-{uuid.uuid4().hex[:6]}@%h"]
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "mentalbench", *command],
-            cwd=ROOT,
-            env=self.env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: SIGKILL reaches the pool children
-        )
-        return self
-
-    def kill(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()  # warm shutdown: the parent lets running tasks finish
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-@pytest.fixture
-def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
-    """Start real workers; the test process sends its tasks to the same Redis db."""
-    from django.conf import settings
-
-    from mentalbench.celery import app
-
-    _flush(WORKER_REDIS_URL)
-    database = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": (
-            f"postgres://{database['USER'] or 'postgres'}@{database['HOST'] or '127.0.0.1'}:"
-            f"{database['PORT'] or 5432}/{database['NAME']}"
-        ),
-        "REDIS_URL": WORKER_REDIS_URL,
-        "JUDGING_RATELIMIT_REDIS_URL": WORKER_REDIS_URL,
-        "JUDGING_LEASE_SECONDS": "4",
-        "JUDGING_SWEEP_SECONDS": "1",
-        "DB_CONN_MAX_AGE": "0",
-        "PYTHONUNBUFFERED": "1",
-    }
-    saved = app.conf.broker_url
-    app.conf.broker_url = WORKER_REDIS_URL
-    app._pool = None  # connection pools are built from broker_url on first use
-    app.amqp._producer_pool = None
-    workers: list[Worker] = []
-
-    def start(
-        log_name: str = "worker.log", *, concurrency: int = 2, beat: bool = False, queues: str = ""
-    ) -> Worker:
-        """A worker (of every queue unless `queues` names some), or beat."""
-        worker = Worker(
-            env, tmp_path / log_name, concurrency=concurrency, beat=beat, queues=queues
-        ).start()
-        workers.append(worker)
-        return worker
-
-    yield start
-    for worker in workers:
-        worker.stop()
-    app.conf.broker_url = saved
-    app._pool = None
-    app.amqp._producer_pool = None
-    _flush(WORKER_REDIS_URL)
-
-
-def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
 # ------------------------------------------------------------------------------ a real model

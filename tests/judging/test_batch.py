@@ -22,6 +22,7 @@ from judging import selectors, services
 from judging.models import ProviderBatch, Run, RunItem
 from judging.providers import batch as batch_providers
 from judging.services import batch, costs
+from tests.celery_workers import wait_for
 from tests.factories import (
     case_context,
     case_reply,
@@ -30,7 +31,7 @@ from tests.factories import (
     texts_study_make,
 )
 
-from .conftest import ROOT, wait_for
+from .conftest import ROOT
 from .runs import ATTRIBUTES, batch_endpoint, launch, marker, poll_until_settled, script
 
 

@@ -13,7 +13,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from analysis.models import ExportLog
+from analysis.jobs.services import job_execute
+from analysis.models import ExportLog, Job
 from annotation.models import Assignment, LabelAnnotation, Rater, Study
 from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
 from judging import services
@@ -131,7 +132,9 @@ def test_csv_of_messages_to_consensus_kappa_and_kappa_f1_in_the_web_ui(
         reverse("analysis:kappa_f1"),
         {"file": SimpleUploadedFile("p.csv", predictions), "n_sim": 100, "seed": 0},
     )
-    html = response.content.decode()
+    # A background job computes it; here the test runs it, as a worker would.
+    job_execute(job_id=str(Job.objects.get(kind=Job.Kind.KAPPA_F1).pk))
+    html = client.get(response["Location"]).content.decode()
     # p = (0.5, 0.5): F1_random = 0.5; weighted F1 = 0.5·0.8 + 0.5·(2/3) = 0.733; κ_F1 = 0.467.
     assert 'id="kappa-f1-result"' in html
     assert "0.500" in html and "0.733" in html and "0.467" in html

@@ -21,9 +21,8 @@ from annotation.models import Conversation, LabelAnnotation, Rating, Response, S
 from annotation.services import responders_ensure, study_get_or_create
 from judging import local_model, selectors, services
 from judging.models import Run, RunItem
+from tests.celery_workers import wait_for
 from tests.fakes.llm_server import request_schema
-
-from .conftest import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.local_model]
 

@@ -18,10 +18,10 @@ from django.utils import timezone
 from annotation.models import Rating
 from judging import selectors, services, tasks
 from judging.models import Run, RunItem
+from tests.celery_workers import wait_for
 from tests.factories import case_context, case_reply, study_make, texts_study_make
 from tests.fakes.llm_server import FakeLLMServer
 
-from .conftest import wait_for
 from .runs import marker
 
 

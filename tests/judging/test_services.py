@@ -21,9 +21,10 @@ from judging.models import ModelEndpoint, Run, RunItem
 from judging.prompts import GENERATION_SYSTEM_PROMPT
 from judging.services import Outcome
 from scoring.parsing import parse_judge_output
+from tests.celery_workers import wait_for
 from tests.factories import case_context, case_reply, study_make, texts_study_make
 
-from .conftest import API_KEY, LIMITER_REDIS_URL, wait_for
+from .conftest import API_KEY, LIMITER_REDIS_URL
 from .runs import ATTRIBUTES, judge, marker
 
 

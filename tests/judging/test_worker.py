@@ -11,10 +11,9 @@ from annotation.models import Rating, Response, Score
 from judging import selectors, services
 from judging.models import Run, RunItem
 from judging.prompts import DEFAULT_RUBRIC
+from tests.celery_workers import wait_for
 from tests.factories import case_context, case_reply, study_make
 from tests.fakes.llm_server import FakeLLMServer, scenario
-
-from .conftest import wait_for
 
 pytestmark = pytest.mark.slow
 
