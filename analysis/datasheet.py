@@ -179,7 +179,7 @@ def datasheet_markdown(
             "",
         ]
 
-    out += _clinicians(study)
+    out += clinicians_section(study)
 
     out += ["### Self-preference exclusions", ""]
     out.append("A judge is not compared with the clinicians on responses by its own model family:")
@@ -281,7 +281,7 @@ def _collection(study: Study) -> list[str]:
     return lines
 
 
-def _clinicians(study: Study) -> list[str]:
+def clinicians_section(study: Study) -> list[str]:
     """Who rated, in counts (credentials as the clinicians or admins entered them) and their
     consent: no name, and a count under SMALL_CELL shown only as "fewer than" it."""
     summary = clinicians_summary(study=study)

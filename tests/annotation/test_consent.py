@@ -96,8 +96,6 @@ def test_a_published_consent_text_cannot_be_emptied(study):
 def test_credentials_and_consent_reach_the_datasheet_naming_no_one(
     alice, consent_study, assignment
 ):
-    from analysis.datasheet import datasheet_markdown  # noqa: F401 - the release's own text
-
     response = alice.post(
         reverse("annotation:credentials"),
         {"specialty": "Psychiatry", "years_in_practice": 12, "licence": "GMC 1234567",
@@ -112,9 +110,9 @@ def test_credentials_and_consent_reach_the_datasheet_naming_no_one(
     assert summary.specialties == [("psychiatry", "fewer than 3")]
     assert summary.years == [("10-19 years", "fewer than 3")]
     assert summary.consents == [(1, 1, 0)]
-    from analysis.datasheet import _clinicians
+    from analysis.datasheet import clinicians_section
 
-    text = "\n".join(_clinicians(consent_study))
+    text = "\n".join(clinicians_section(consent_study))
     assert "psychiatry" in text and "v1" in text
     assert "alice" not in text and "GMC" not in text
 
