@@ -787,6 +787,22 @@ def test_429_pauses_the_shared_limiter(server: FakeLLMServer, redis_key: str) ->
     assert 10 < seen["b_paused_for"] <= 20  # worker B was told to hold off too
 
 
+def test_redis_limiter_callers_beyond_its_connections_wait_instead_of_failing(
+    redis_key: str,
+) -> None:
+    # Each acquire holds a Redis connection for one round trip: a run with more requests in
+    # flight than the client's pool (redis-py's default: 100) got MaxConnectionsError, and the
+    # item failed on the platform's own limit.
+    async def scenario_() -> None:
+        limiter = RedisRateLimiter(redis=REDIS_URL, key=redis_key, rate=100_000, burst=300)
+        try:
+            await asyncio.gather(*(limiter.acquire() for _ in range(300)))
+        finally:
+            await limiter.aclose()
+
+    run(scenario_())
+
+
 def test_limiter_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="rate"):
         LocalRateLimiter(rate=0)
