@@ -222,6 +222,20 @@ def test_more_requests_in_flight_than_redis_connections_fail_no_item(endpoint_fa
     assert Rating.objects.filter(run=run, status=Rating.Status.COMPLETE).count() == 300
 
 
+@pytest.mark.slow
+def test_ten_thousand_items_at_concurrency_200_store_every_rating(endpoint_factory):
+    # The throughput benchmark's load (docs/benchmarks.md) in one work loop: 200 requests in
+    # flight, each with its rate-limiter slot and its HTTP connection, and every rating stored.
+    study = study_make(name="Benchmark-sized run", conversations=2500)  # 4 responders
+    run = judge(study, endpoint_factory("openai"), concurrency=200)
+    assert run.status == Run.Status.DONE
+    items = RunItem.objects.filter(run=run)
+    assert items.count() == 10_000
+    assert not items.exclude(status=RunItem.Status.DONE).exists()
+    assert Rating.objects.filter(run=run, status=Rating.Status.COMPLETE).count() == 10_000
+    assert Score.objects.filter(rating__run=run).count() == 10_000 * len(ATTRIBUTES)
+
+
 def test_a_rate_limiter_redis_that_stays_away_puts_items_back_instead_of_failing_them(
     study, endpoint_factory, monkeypatch
 ):
