@@ -616,6 +616,37 @@ def test_many_requests_in_flight_at_once() -> None:
     assert len(results) == 100 and all(r.text for r in results)
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_client_sized_for_its_concurrency_has_every_request_in_flight(provider: str) -> None:
+    """make_client(max_connections=n): n requests at once are all in the server's hands (a work
+    loop sizes its client's pool by its concurrency; the SDKs' default keeps only 100 open)."""
+    with FakeLLMServer() as held_server:
+        config = endpoint(held_server, provider, timeout=60)
+        held_server.hold()
+
+        async def burst() -> tuple[list[Completion], int]:
+            client = make_client(config, max_connections=20)
+            try:
+                calls = [
+                    asyncio.ensure_future(
+                        complete(config, user=f"message {i}", max_tokens=50, client=client)
+                    )
+                    for i in range(20)
+                ]
+                await async_wait_until(
+                    lambda: held_server.in_flight == 20, what="20 requests in flight"
+                )
+                peak = held_server.max_in_flight
+                held_server.release()
+                return await asyncio.gather(*calls), peak
+            finally:
+                await client.close()
+
+        results, peak = run(burst())
+    assert peak == 20
+    assert len(results) == 20 and all(r.text for r in results)
+
+
 # ------------------------------------------------------------------------------ limiters
 
 
