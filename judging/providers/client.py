@@ -30,8 +30,8 @@ def make_client(
 
     `max_connections`: the most requests the caller keeps in flight (a work loop's concurrency).
     The pool then keeps that many connections open between requests; the SDKs' default keeps
-    100, so above 100 in flight every answer closed a connection and the next request opened
-    another (a TCP handshake each, and CPU the loop needed). None: the SDK's defaults.
+    100, so above 100 in flight an answer's connection could be closed and the next request
+    open a new one. None: the SDK's defaults.
 
     max_retries=0: the SDKs retry 429/5xx/timeouts twice by default. Our retries live in
     `complete_with_retries`, and a Celery task may retry again on top — with SDK retries left on,
