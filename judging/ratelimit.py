@@ -13,6 +13,10 @@ queue up in order instead of polling and stampeding, and each acquire is one ope
 Both support `pause(seconds)`: after a 429 with Retry-After, nobody sends to that endpoint until
 the pause ends (in Redis: a "paused until" key every worker reads on acquire).
 
+A limit of the limiter itself makes a caller wait, never fail: more callers than Redis
+connections wait for one, and a Redis that stays away after the client's retries raises
+`LimiterUnavailable`, which a work loop treats as a 429 (the item goes back to the queue).
+
 Pure Python + redis-py: no Django import.
 """
 
@@ -30,6 +34,13 @@ from redis.backoff import ExponentialBackoff
 
 KEY_PREFIX = "mentalbench:ratelimit"
 REDIS_RETRIES = 30  # with the backoff below: a Redis away for up to about a minute
+# Connections of a limiter's own client when its caller does not say how many callers it has.
+DEFAULT_MAX_CONNECTIONS = 100
+
+
+class LimiterUnavailable(Exception):
+    """The shared limiter's Redis did not answer, after the client's own retries: the caller
+    should give its work back and try again later, as after a 429, rather than fail it."""
 
 
 def _check(rate: float, burst: int) -> None:
@@ -129,7 +140,9 @@ class RedisRateLimiter:
     `redis` is a `redis.asyncio.Redis` or a URL. A redis.asyncio client is bound to the event
     loop it first ran in: a Celery task that calls `asyncio.run` per task should build the
     limiter (or pass a URL) inside that run. `key` names the endpoint (EndpointConfig.label is a
-    good choice): every limiter with the same key shares one budget.
+    good choice): every limiter with the same key shares one budget. `max_connections` sizes the
+    client built from a URL: give it the most callers that may acquire at once (a work loop's
+    concurrency); callers beyond it wait for a connection.
     """
 
     def __init__(
@@ -141,21 +154,29 @@ class RedisRateLimiter:
         burst: int = 1,
         prefix: str = KEY_PREFIX,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         _check(rate, burst)
         if not key:
             raise ValueError("RedisRateLimiter needs a key naming the endpoint")
-        # A Redis that restarts (a few seconds) is waited out, not an item's failure: each
-        # command is tried again on a lost connection, backing off to 2 s, for about a minute.
-        self._redis = (
-            aioredis.Redis.from_url(
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
+        if isinstance(redis, str):
+            # A blocking pool: a caller beyond max_connections waits for a connection (with no
+            # time limit: each holds one for a single round trip). redis-py's default pool
+            # raised MaxConnectionsError instead, which failed the item asking.
+            # A Redis that restarts (a few seconds) is waited out, not an item's failure: each
+            # command is tried again on a lost connection, backing off to 2 s, for about a minute.
+            pool = aioredis.BlockingConnectionPool.from_url(
                 redis,
+                max_connections=max_connections,
+                timeout=None,
                 retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), REDIS_RETRIES),
                 retry_on_error=[redis_errors.ConnectionError, redis_errors.TimeoutError],
             )
-            if isinstance(redis, str)
-            else redis
-        )
+            self._redis = aioredis.Redis.from_pool(pool)
+        else:
+            self._redis = redis
         self._owns_client = isinstance(redis, str)
         self.interval = 1.0 / rate
         self.burst = burst
@@ -168,9 +189,12 @@ class RedisRateLimiter:
 
     async def reserve(self) -> float:
         """Take the next shared slot; return how many seconds until it."""
-        raw = await self._reserve(
-            keys=[self.tat_key, self.pause_key], args=[self.interval, self.burst]
-        )
+        try:
+            raw = await self._reserve(
+                keys=[self.tat_key, self.pause_key], args=[self.interval, self.burst]
+            )
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+            raise LimiterUnavailable(f"rate limiter: Redis unavailable: {exc}") from exc
         return float(raw)
 
     async def acquire(self) -> None:
@@ -182,11 +206,17 @@ class RedisRateLimiter:
 
     async def pause(self, seconds: float) -> None:
         """Stop every worker from sending to this endpoint for `seconds` (never shortens)."""
-        await self._pause(keys=[self.pause_key], args=[max(0.0, float(seconds))])
+        try:
+            await self._pause(keys=[self.pause_key], args=[max(0.0, float(seconds))])
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+            raise LimiterUnavailable(f"rate limiter: Redis unavailable: {exc}") from exc
 
     async def paused_for(self) -> float:
         """Seconds left in the current pause (0.0 when not paused)."""
-        return float(await self._remaining(keys=[self.pause_key]))
+        try:
+            return float(await self._remaining(keys=[self.pause_key]))
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+            raise LimiterUnavailable(f"rate limiter: Redis unavailable: {exc}") from exc
 
     async def aclose(self) -> None:
         """Close the Redis client if this limiter created it from a URL."""

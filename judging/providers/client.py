@@ -8,7 +8,8 @@ that do import them on first use.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, TypeVar, Unpack
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from .anthropic_adapter import anthropic_call
 from .config import CallFields, Completion, EndpointConfig, request_build
@@ -22,8 +23,15 @@ if TYPE_CHECKING:
 OpenAIClient = TypeVar("OpenAIClient", "openai.OpenAI", "openai.AsyncOpenAI")
 
 
-def make_client(config: EndpointConfig) -> openai.AsyncOpenAI | anthropic.AsyncAnthropic:
+def make_client(
+    config: EndpointConfig, *, max_connections: int | None = None
+) -> openai.AsyncOpenAI | anthropic.AsyncAnthropic:
     """The SDK client for `config`. Reuse one per endpoint per event loop (it pools connections).
+
+    `max_connections`: the most requests the caller keeps in flight (a work loop's concurrency).
+    The pool then keeps that many connections open between requests; the SDKs' default keeps
+    100, so above 100 in flight an answer's connection could be closed and the next request
+    open a new one. None: the SDK's defaults.
 
     max_retries=0: the SDKs retry 429/5xx/timeouts twice by default. Our retries live in
     `complete_with_retries`, and a Celery task may retry again on top — with SDK retries left on,
@@ -42,6 +50,7 @@ def make_client(config: EndpointConfig) -> openai.AsyncOpenAI | anthropic.AsyncA
                 base_url=config.base_url,
                 timeout=config.timeout,
                 max_retries=0,
+                **_http_client(anthropic.DefaultAsyncHttpxClient, max_connections),
             )
         return without_worker_account(
             openai.AsyncOpenAI(
@@ -49,6 +58,7 @@ def make_client(config: EndpointConfig) -> openai.AsyncOpenAI | anthropic.AsyncA
                 base_url=config.base_url,
                 timeout=config.timeout,
                 max_retries=0,
+                **_http_client(openai.DefaultAsyncHttpxClient, max_connections),
             )
         )
     except (openai.OpenAIError, anthropic.AnthropicError) as exc:
@@ -56,6 +66,19 @@ def make_client(config: EndpointConfig) -> openai.AsyncOpenAI | anthropic.AsyncA
             f"{config.label}: cannot create client: {redact(str(exc), config.api_key)}",
             endpoint=config.label,
         ) from None
+
+
+def _http_client(factory: Callable[..., Any], max_connections: int | None) -> dict[str, Any]:
+    """`http_client=` for the SDK's constructor: its own httpx client (the SDK's timeouts and
+    redirects) with a pool of `max_connections`, or nothing for the SDK's default."""
+    if max_connections is None:
+        return {}
+    import httpx2  # the SDKs' HTTP library: their http_client must be one of its clients
+
+    limits = httpx2.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    return {"http_client": factory(limits=limits)}
 
 
 def without_worker_account(client: OpenAIClient) -> OpenAIClient:

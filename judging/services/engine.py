@@ -25,7 +25,7 @@ from scoring.parsing import CUT_OFF, parse_judge_output, strip_think
 from .. import prompts, providers, structured
 from ..models import ModelEndpoint, Run, RunItem
 from ..prompts import labelling_messages
-from ..ratelimit import LocalRateLimiter, RedisRateLimiter
+from ..ratelimit import LimiterUnavailable, LocalRateLimiter, RedisRateLimiter
 from . import claims
 from .claims import (
     items_bill,
@@ -192,15 +192,31 @@ def run_work(*, run_id: int) -> None:
     run_finalize(run_id=run_id)
 
 
+# SQLSTATEs that say "the same statements again, a moment later, will do": the transaction
+# was rolled back for a conflict (class 40: serialization failure, deadlock), or the server is
+# out of a resource or not accepting connections for now (class 53, e.g. too many clients; 57P0x,
+# a shutdown or a start-up; class 08, the connection).
+TRANSIENT_SQLSTATES = ("40", "53", "57P", "08")
+
+
+def db_error_is_transient(exc: BaseException) -> bool:
+    """Whether a database error (Django's, wrapping the driver's) is worth trying again."""
+    sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+    return sqlstate.startswith(TRANSIENT_SQLSTATES)
+
+
 def _db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """`sync_to_async(function)` that waits out a database restart instead of ending the loop.
+    """`sync_to_async(function)` that waits out a database restart or a transient refusal
+    instead of ending the loop.
 
     Without it, a loop whose connection died mid-run lost what it held in memory: answers
     received but not yet stored or billed (the provider billed them all the same). On
     OperationalError or InterfaceError from a connection that no longer answers, it is closed
-    and the call made again, backing off up to DB_OUTAGE_SECONDS. Repeating a call is safe: what
-    failed rolled back, and storing is exactly-once under the item's claim; only a commit whose
-    acknowledgement was lost in the restart could be billed twice.
+    and the call made again, backing off up to DB_OUTAGE_SECONDS; so is a transient error on a
+    live connection (a deadlock, a serialization failure, too many clients:
+    `db_error_is_transient`). Repeating a call is safe: what failed rolled back, and storing is
+    exactly-once under the item's claim; only a commit whose acknowledgement was lost in the
+    restart could be billed twice.
     """
 
     def call(*args: Any, **kwargs: Any) -> T:
@@ -208,14 +224,18 @@ def _db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
         while True:
             try:
                 return function(*args, **kwargs)
-            except (OperationalError, InterfaceError):
-                # Only a connection that is gone: a deadlock or a lock timeout on a live
-                # connection is the caller's to handle, as before.
+            except (OperationalError, InterfaceError) as exc:
+                # Another error on a live connection (a lock timeout, a constraint) is the
+                # caller's to handle.
                 alive = connection.connection is not None and connection.is_usable()
-                if alive or time.monotonic() + delay > deadline:
+                transient = db_error_is_transient(exc)
+                if (alive and not transient) or time.monotonic() + delay > deadline:
                     raise
-                logger.warning("run loop: database unavailable, trying again in %.1f s", delay)
-                connection.close()  # thread-sensitive: this thread's broken connection
+                logger.warning(
+                    "run loop: database unavailable (%s), trying again in %.1f s", exc, delay
+                )
+                if not alive:
+                    connection.close()  # thread-sensitive: this thread's broken connection
                 time.sleep(delay)
                 delay = min(5.0, delay * 2)
 
@@ -229,8 +249,13 @@ def _limiter(plan: RunPlan) -> LocalRateLimiter | RedisRateLimiter:
     redis_url = settings.JUDGING_RATELIMIT_REDIS_URL
     if redis_url:
         # One budget and one 429 pause per endpoint, shared by every worker process.
+        # Every request in flight may ask for its slot at the same moment: one connection each.
         return RedisRateLimiter(
-            redis=redis_url, key=f"endpoint-{plan.endpoint_id}", rate=rate, burst=burst
+            redis=redis_url,
+            key=f"endpoint-{plan.endpoint_id}",
+            rate=rate,
+            burst=burst,
+            max_connections=plan.concurrency,
         )
     return LocalRateLimiter(rate=rate, burst=burst)
 
@@ -242,7 +267,7 @@ async def _work_async(plan: RunPlan) -> None:
     claim = _db(items_claim)
     store = _db(plan.store)
     try:
-        client = providers.make_client(plan.config)
+        client = providers.make_client(plan.config, max_connections=plan.concurrency)
     except providers.PermanentError as exc:
         await _db(run_fail)(run_id=plan.run_id, error=str(exc))
         return
@@ -355,6 +380,10 @@ async def _process(
     except providers.ProviderError as exc:
         outcome.requests += exc.attempts  # requests that brought no answer count as made too
         _provider_failure(outcome, exc)
+    except LimiterUnavailable as exc:
+        # The platform's own Redis, not the item, failed (after the client's retries): as after
+        # a 429, the item goes back to the queue and is asked again, never failed for it.
+        outcome.error, outcome.release = str(exc), True
     except Exception as exc:
         logger.exception("run %s item %s failed unexpectedly", plan.run_id, item.id)
         key = plan.config.api_key if plan.config else None

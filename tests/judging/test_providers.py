@@ -616,6 +616,37 @@ def test_many_requests_in_flight_at_once() -> None:
     assert len(results) == 100 and all(r.text for r in results)
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_client_sized_for_its_concurrency_has_every_request_in_flight(provider: str) -> None:
+    """make_client(max_connections=n): n requests at once are all in the server's hands (a work
+    loop sizes its client's pool by its concurrency; the SDKs' default keeps only 100 open)."""
+    with FakeLLMServer() as held_server:
+        config = endpoint(held_server, provider, timeout=60)
+        held_server.hold()
+
+        async def burst() -> tuple[list[Completion], int]:
+            client = make_client(config, max_connections=20)
+            try:
+                calls = [
+                    asyncio.ensure_future(
+                        complete(config, user=f"message {i}", max_tokens=50, client=client)
+                    )
+                    for i in range(20)
+                ]
+                await async_wait_until(
+                    lambda: held_server.in_flight == 20, what="20 requests in flight"
+                )
+                peak = held_server.max_in_flight
+                held_server.release()
+                return await asyncio.gather(*calls), peak
+            finally:
+                await client.close()
+
+        results, peak = run(burst())
+    assert peak == 20
+    assert len(results) == 20 and all(r.text for r in results)
+
+
 # ------------------------------------------------------------------------------ limiters
 
 
@@ -785,6 +816,22 @@ def test_429_pauses_the_shared_limiter(server: FakeLLMServer, redis_key: str) ->
     assert result.attempts == 2
     assert seen["a_waits"] == 20
     assert 10 < seen["b_paused_for"] <= 20  # worker B was told to hold off too
+
+
+def test_redis_limiter_callers_beyond_its_connections_wait_instead_of_failing(
+    redis_key: str,
+) -> None:
+    # Each acquire holds a Redis connection for one round trip: a run with more requests in
+    # flight than the client's pool (redis-py's default: 100) got MaxConnectionsError, and the
+    # item failed on the platform's own limit.
+    async def scenario_() -> None:
+        limiter = RedisRateLimiter(redis=REDIS_URL, key=redis_key, rate=100_000, burst=300)
+        try:
+            await asyncio.gather(*(limiter.acquire() for _ in range(300)))
+        finally:
+            await limiter.aclose()
+
+    run(scenario_())
 
 
 def test_limiter_arguments_are_checked() -> None:

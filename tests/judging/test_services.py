@@ -12,13 +12,14 @@ import uuid
 
 import pytest
 import redis
-from django.db import connection
+from django.db import OperationalError, connection
 
 from annotation.models import Rating, Response, Score
 from annotation.selectors import study_rubric
 from judging import selectors, services
 from judging.models import ModelEndpoint, Run, RunItem
 from judging.prompts import GENERATION_SYSTEM_PROMPT
+from judging.ratelimit import LimiterUnavailable, RedisRateLimiter
 from judging.services import Outcome
 from scoring.parsing import parse_judge_output
 from tests.celery_workers import wait_for
@@ -208,6 +209,74 @@ def test_the_run_rate_limit_spaces_requests_across_the_run(
     # 6 requests, 32 allowed at once, one run-wide budget: the first goes at once, the others
     # wait 1 to 5 intervals.
     assert sorted(waits) == pytest.approx([100.0, 200.0, 300.0, 400.0, 500.0], abs=5)
+
+
+def test_more_requests_in_flight_than_redis_connections_fail_no_item(endpoint_factory):
+    # Every request in flight asks the run's Redis rate limiter for a slot at the same moment:
+    # more of them than the Redis client's pool made items fail with "Too many connections".
+    study = study_make(
+        name="Wide run", conversations=75, context=case_context, text=case_reply
+    )  # 4 responders: 300 items
+    run = judge(study, endpoint_factory("openai"), concurrency=150)
+    assert run.status == Run.Status.DONE
+    assert not RunItem.objects.filter(run=run).exclude(status=RunItem.Status.DONE).exists()
+    assert Rating.objects.filter(run=run, status=Rating.Status.COMPLETE).count() == 300
+
+
+@pytest.mark.slow
+def test_ten_thousand_items_at_concurrency_200_store_every_rating(endpoint_factory):
+    # The throughput benchmark's load (docs/benchmarks.md) in one work loop: 200 requests in
+    # flight, each with its rate-limiter slot and its HTTP connection, and every rating stored.
+    study = study_make(name="Benchmark-sized run", conversations=2500)  # 4 responders
+    run = judge(study, endpoint_factory("openai"), concurrency=200)
+    assert run.status == Run.Status.DONE
+    items = RunItem.objects.filter(run=run)
+    assert items.count() == 10_000
+    assert not items.exclude(status=RunItem.Status.DONE).exists()
+    assert Rating.objects.filter(run=run, status=Rating.Status.COMPLETE).count() == 10_000
+    assert Score.objects.filter(rating__run=run).count() == 10_000 * len(ATTRIBUTES)
+
+
+def test_a_rate_limiter_redis_that_stays_away_puts_items_back_instead_of_failing_them(
+    study, endpoint_factory, monkeypatch
+):
+    # The limiter's Redis gave up (after redis-py's own retries) on the first 4 slots asked for:
+    # those items go back to the queue, as after a 429, and are asked again.
+    refusals = iter(range(4))
+    reserve = RedisRateLimiter.reserve
+
+    async def flaky_reserve(self: RedisRateLimiter) -> float:
+        if next(refusals, None) is not None:
+            raise LimiterUnavailable("rate limiter: Redis unavailable: Connection refused")
+        return await reserve(self)
+
+    monkeypatch.setattr(RedisRateLimiter, "reserve", flaky_reserve)
+    run = judge(study, endpoint_factory("openai"), concurrency=2)
+    assert run.status == Run.Status.DONE
+    items = list(RunItem.objects.filter(run=run))
+    assert {item.status for item in items} == {RunItem.Status.DONE}
+    assert sum(item.attempts for item in items) == len(items) + 4  # each refusal: one more claim
+    assert Rating.objects.filter(run=run, status=Rating.Status.COMPLETE).count() == len(items)
+
+
+def test_a_deadlock_while_claiming_is_tried_again_not_the_end_of_the_loop(
+    study, endpoint_factory, monkeypatch
+):
+    claim = services.engine.items_claim
+    calls = {"n": 0}
+
+    def deadlocked_once(**options: object) -> list[RunItem]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            cause = type("DeadlockDetected", (Exception,), {"sqlstate": "40P01"})()
+            raise OperationalError("deadlock detected") from cause
+        return claim(**options)
+
+    monkeypatch.setattr(services.engine, "items_claim", deadlocked_once)
+    run = judge(study, endpoint_factory("openai"))
+    assert calls["n"] >= 2
+    assert run.status == Run.Status.DONE
+    assert Rating.objects.filter(run=run, status=Rating.Status.COMPLETE).count() == 6
 
 
 def test_persistent_server_errors_fail_the_item_with_the_reason_and_no_rating(
