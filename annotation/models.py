@@ -290,6 +290,9 @@ class Assignment(models.Model):
         FLAGGED = "flagged", "Flagged"
         RECLAIMED = "reclaimed", "Reclaimed"
 
+    #: The statuses of work still to do: saves are accepted, reminders and withdrawal apply.
+    OPEN_STATUSES = (Status.PENDING, Status.IN_PROGRESS)
+
     class Kind(models.TextChoices):
         RATING = "rating", "Rating"
         PRACTICE = "practice", "Practice (training)"

@@ -607,10 +607,7 @@ def studies_awaiting_consent(*, user) -> list:
         return []
     studies = Study.objects.filter(
         conversations__assignments__rater=rater,
-        conversations__assignments__status__in=(
-            Assignment.Status.PENDING,
-            Assignment.Status.IN_PROGRESS,
-        ),
+        conversations__assignments__status__in=Assignment.OPEN_STATUSES,
         consent_texts__isnull=False,
     ).distinct()
     return [s for s in studies.order_by("name") if consent_refusal(study_id=s.pk, rater=rater)]

@@ -14,7 +14,7 @@ from .importers.base import ImportProblem, file_sha256
 from .importers.limits import ImportLimits
 from .importers.mentalalign import read_workbook
 from .importers.mentalbench import read_conversations
-from .models import ClinicianCredentials, ConsentRecord, Rater, Study
+from .models import Assignment, ClinicianCredentials, ConsentRecord, Rater, Study
 from .roles import ADMIN, CLINICIAN, AuthenticatedHttpRequest, role_required
 from .selectors import (
     assignment_get_for_user,
@@ -191,7 +191,7 @@ def _label_context(request: HttpRequest, assignment, **extra) -> dict:
 def rate(request: HttpRequest, token: str) -> HttpResponse:
     assignment = assignment_get_for_user(user=request.user, token=token)
     study_id = assignment.conversation.study_id
-    if assignment.status in consent.OPEN and consent.consent_refusal(
+    if assignment.status in Assignment.OPEN_STATUSES and consent.consent_refusal(
         study_id=study_id, rater=assignment.rater_id
     ):
         return redirect("annotation:consent", study_id=study_id)

@@ -23,8 +23,6 @@ from ..models import (
     Study,
 )
 
-OPEN = (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS)
-
 
 class ConsentError(ValueError):
     """A consent action that cannot be done (nothing to consent to, withdrawn before, …)."""
@@ -108,7 +106,7 @@ def consent_withdraw(*, study_id: int, rater: Rater, actor=None) -> ConsentRecor
         consent_text__study_id=study_id, rater=rater, withdrawn_at__isnull=True
     ).update(withdrawn_at=now)
     for assignment in Assignment.objects.select_for_update().filter(
-        rater=rater, conversation__study_id=study_id, status__in=OPEN
+        rater=rater, conversation__study_id=study_id, status__in=Assignment.OPEN_STATUSES
     ):
         AssignmentChange.objects.create(
             assignment=assignment,

@@ -33,7 +33,6 @@ from ..tokens import password_token_generator
 logger = logging.getLogger(__name__)
 
 UNSUBSCRIBE_SALT = "mentalbench.mail.unsubscribe"
-OPEN = (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS)
 
 
 def unsubscribe_token(*, user_id: int) -> str:
@@ -168,7 +167,7 @@ def reminders_send(*, now: datetime | None = None) -> int:
         .values(
             "rater__user_id", "conversation__study_id", "conversation__study__remind_after_days"
         )
-        .annotate(last=Max(activity), open=Max("id", filter=Q(status__in=OPEN)))
+        .annotate(last=Max(activity), open=Max("id", filter=Q(status__in=Assignment.OPEN_STATUSES)))
         .filter(open__isnull=False)
     )
     sent = 0
@@ -180,7 +179,7 @@ def reminders_send(*, now: datetime | None = None) -> int:
         user = User.objects.get(pk=row["rater__user_id"])
         study = Study.objects.get(pk=row["conversation__study_id"])
         waiting = Assignment.objects.filter(
-            rater__user=user, conversation__study=study, status__in=OPEN
+            rater__user=user, conversation__study=study, status__in=Assignment.OPEN_STATUSES
         ).count()
         body = (
             f"Hello {user.get_username()},\n\n{waiting} task{'s' if waiting != 1 else ''} "

@@ -46,7 +46,7 @@ HEARTBEAT_MAX_SECONDS = 20
 # Edit clocks come from the browser; one far in the future would lock every later edit out.
 CLOCK_SKEW_MS = 60_000
 
-OPEN = (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS)
+OPEN = Assignment.OPEN_STATUSES
 
 
 class AssignmentLocked(Exception):
