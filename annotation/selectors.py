@@ -384,7 +384,7 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
         context=assignment.conversation.context,
         items=views,
         groups=groups,
-        locked=assignment.status not in (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS),
+        locked=assignment.status not in Assignment.OPEN_STATUSES,
         rationale_required=study.rationale_required,
         rationale_min_length=study.rationale_min_length,
     )
@@ -529,7 +529,7 @@ def label_page(*, assignment: Assignment) -> LabelPage:
         dominant=chosen[0] if chosen else None,
         secondary=chosen[1] if len(chosen) > 1 else None,
         chosen=list(chosen),
-        locked=assignment.status not in (Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS),
+        locked=assignment.status not in Assignment.OPEN_STATUSES,
     )
 
 

@@ -401,7 +401,7 @@ def waiting_for_training_q(*, user) -> Q:
     return (
         ~Q(kind=Assignment.Kind.PRACTICE)
         & Q(conversation__study_id__in=in_training)
-        & Q(status__in=[Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS])
+        & Q(status__in=Assignment.OPEN_STATUSES)
     )
 
 
@@ -503,7 +503,7 @@ def practice_feedback(*, assignment: Assignment) -> FeedbackPage:
             rater_id=assignment.rater_id,
             conversation__study=study,
             kind=Assignment.Kind.PRACTICE,
-            status__in=(Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS),
+            status__in=Assignment.OPEN_STATUSES,
         ).count(),
         outcome=TrainingOutcome.objects.filter(study=study, rater_id=assignment.rater_id).first(),
     )

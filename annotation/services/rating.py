@@ -328,8 +328,7 @@ def submitted_emit(assignment: Assignment) -> None:
     webhook_emit(event=Webhook.Event.ASSIGNMENT_SUBMITTED, study_id=study_id, data=data)
     Study.objects.select_for_update().filter(pk=study_id).first()
     tasks = Assignment.objects.filter(conversation__study_id=study_id)
-    open_statuses = [Assignment.Status.PENDING, Assignment.Status.IN_PROGRESS]
-    if not tasks.filter(status__in=open_statuses).exists():
+    if not tasks.filter(status__in=OPEN).exists():
         webhook_emit(
             event=Webhook.Event.STUDY_TARGET_REACHED,
             study_id=study_id,
