@@ -57,6 +57,7 @@ from analysis.selectors import Filters, ReportParams, StudyReport, ratings_stamp
 from analysis.services import export_log_create, ratings_export_start
 from annotation.csvsafe import csv_attachment
 from annotation.models import LabelAnnotation, Rating, Study
+from annotation.membership import studies_for
 from annotation.roles import can_read_analysis
 
 if TYPE_CHECKING:
@@ -272,7 +273,8 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
     }
 
     def get_queryset(self) -> QuerySet[Study]:
-        return studies_listed()
+        # A study the caller is not a member of is not found: the same 404 as no study.
+        return studies_listed(studies=studies_for(user=self.request.user))
 
     @extend_schema(
         parameters=[OpenApiParameter("table", str, OpenApiParameter.PATH, enum=list(TABLES))],
@@ -394,6 +396,7 @@ class PseudonymousListMixin(ContractMixin, _ListViewSet):
                 "identified=1, to admins and holders of the identities permission"
             )
         return {
+            "studies": studies_for(user=self.request.user),
             "study": self.query.get("study"),
             "rater": self.query.get("rater") or None,
             "status": status,
@@ -407,7 +410,7 @@ class PseudonymousListMixin(ContractMixin, _ListViewSet):
             study = self.query.get("study")
             export_log_create(
                 user=request.user,
-                study=study_or_none(study_id=study),
+                study=study_or_none(study_id=study, studies=studies_for(user=request.user)),
                 channel=ExportLog.Channel.API,
                 what=self.audit_what,
                 params={**dict(request.query_params.lists()), "path": request.path},

@@ -26,31 +26,36 @@ RATING_COLUMNS = (
 )  # fmt: skip
 
 
-def studies_listed() -> QuerySet[Study]:
-    """Every study by name, with its number of conversations and its rubric's attributes."""
+def studies_listed(*, studies: QuerySet[Study]) -> QuerySet[Study]:
+    """The ``studies`` (those the caller may see) by name, with their number of conversations
+    and their rubric's attributes."""
     return (
-        Study.objects.annotate(n_conversations=Count("conversations"))
+        Study.objects.filter(pk__in=studies.values("pk"))
+        .annotate(n_conversations=Count("conversations"))
         .select_related("rubric")
         .prefetch_related("rubric__attributes")
         .order_by("name")
     )
 
 
-def study_or_none(*, study_id: int | None) -> Study | None:
-    """The study ``study_id`` names, or None (no id, or no such study)."""
-    return Study.objects.filter(pk=study_id).first() if study_id is not None else None
+def study_or_none(*, study_id: int | None, studies: QuerySet[Study]) -> Study | None:
+    """The study ``study_id`` names among ``studies``, or None (no id, or none such)."""
+    return studies.filter(pk=study_id).first() if study_id is not None else None
 
 
 def _rated_filtered(
     queryset: QuerySet[_Rated],
     *,
     study_field: str,
+    studies: QuerySet[Study],
     study: int | None,
     rater: str | None,
     status: str | None,
     identified: bool,
 ) -> QuerySet[_Rated]:
-    """The list filters ratings and label annotations share: study, rater and status."""
+    """The list filters ratings and label annotations share: the studies the caller may see,
+    study, rater and status."""
+    queryset = queryset.filter(**{f"{study_field}__in": studies.values("pk")})
     if study is not None:
         queryset = queryset.filter(**{study_field: study})
     if rater:
@@ -72,7 +77,7 @@ def _rated_filtered(
 
 
 def ratings_listed(
-    *, study: int | None = None, rater: str | None = None, status: str | None = None,
+    *, studies: QuerySet[Study], study: int | None = None, rater: str | None = None, status: str | None = None,
     identified: bool = False,
 ) -> QuerySet[Rating]:  # fmt: skip
     """The ratings the API lists, oldest first: study data only (practice and test-retest
@@ -81,19 +86,21 @@ def ratings_listed(
     the caller may see drafts or identities is the view's to check."""
     ratings = Rating.objects.filter(analysed_ratings_q()).order_by("id")
     return _rated_filtered(
-        ratings, study_field="response__conversation__study_id", study=study, rater=rater,
+        ratings, study_field="response__conversation__study_id", studies=studies, study=study,
+        rater=rater,
         status=status, identified=identified,
     )  # fmt: skip
 
 
 def label_annotations_listed(
-    *, study: int | None = None, rater: str | None = None, status: str | None = None,
+    *, studies: QuerySet[Study], study: int | None = None, rater: str | None = None, status: str | None = None,
     identified: bool = False,
 ) -> QuerySet[LabelAnnotation]:  # fmt: skip
     """The label annotations the API lists, oldest first, filtered as :func:`ratings_listed`."""
     annotations = LabelAnnotation.objects.select_related("conversation", "rater").order_by("id")
     return _rated_filtered(
-        annotations, study_field="conversation__study_id", study=study, rater=rater,
+        annotations, study_field="conversation__study_id", studies=studies, study=study,
+        rater=rater,
         status=status, identified=identified,
     )  # fmt: skip
 

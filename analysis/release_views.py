@@ -14,13 +14,16 @@ from analysis.jobs.kinds import release_params
 from analysis.jobs.services import JobRefused, job_digest, job_start
 from analysis.models import ExportLog, Job
 from analysis.release import release_datasheet_preview
+from annotation.membership import study_for
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
 
 
-def _study(study_id: int) -> Study:
-    return get_object_or_404(
-        Study.objects.select_related("rubric"), pk=study_id, kind=Study.Kind.RESPONSE_RATING
+def _study(request: HttpRequest, study_id: int) -> Study:
+    return study_for(
+        user=request.user,
+        study_id=study_id,
+        queryset=Study.objects.select_related("rubric").filter(kind=Study.Kind.RESPONSE_RATING),
     )
 
 
@@ -33,7 +36,7 @@ def _include_text(request: HttpRequest) -> bool:
 def release_page(request: HttpRequest, study_id: int) -> HttpResponse:
     """The datasheet of the release last prepared for the study as it is now, or why it was
     refused (409), or, when none was, the button that prepares one: nothing here builds it."""
-    study = _study(study_id)
+    study = _study(request, study_id)
     include_text = _include_text(request)
     preview = release_datasheet_preview(study=study, include_text=include_text)
     context: dict[str, object] = {"study": study, "include_text": include_text}
@@ -50,7 +53,7 @@ def release_page(request: HttpRequest, study_id: int) -> HttpResponse:
 def release_start(request: HttpRequest, study_id: int) -> HttpResponse:
     """Start building the zip on a worker (or find the same one already started) and show its
     job: a large study's release takes longer than a web request may."""
-    study = _study(study_id)
+    study = _study(request, study_id)
     include_text = request.POST.get("text", "1") != "0"
     params = release_params(study=study, include_text=include_text)
     try:

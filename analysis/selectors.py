@@ -705,9 +705,9 @@ def study_report_build(
     )
 
 
-def studies_with_sizes() -> list[Study]:
-    """Every study by name, each with its number of conversations (``n_conversations``)."""
-    return list(Study.objects.annotate(n_conversations=Count("conversations")).order_by("name"))
+def studies_with_sizes(*, studies: QuerySet[Study]) -> list[Study]:
+    """The ``studies`` by name, each with its number of conversations (``n_conversations``)."""
+    return list(studies.annotate(n_conversations=Count("conversations")).order_by("name"))
 
 
 def rouge_tables(

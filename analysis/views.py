@@ -34,6 +34,7 @@ from analysis.selectors import (
 )
 from analysis.services import ratings_export_start
 from annotation.csvsafe import csv_attachment
+from annotation.membership import studies_for, study_for
 from annotation.models import Study
 from annotation.roles import ADMIN, RESEARCHER, role_required
 
@@ -327,9 +328,13 @@ def _charts(report: StudyReport) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _study(study_id: int) -> Study:
-    # Researchers and admins see every study; there is no per-study access list yet.
-    return get_object_or_404(Study.objects.select_related("rubric"), pk=study_id)
+def _study(request: HttpRequest, study_id: int) -> Study:
+    """The study if the signed-in person reads its results (annotation.membership), else 404."""
+    return study_for(
+        user=request.user,
+        study_id=study_id,
+        queryset=Study.objects.select_related("rubric"),
+    )
 
 
 def _form_and_report(
@@ -359,13 +364,13 @@ def _filter_errors(form: ReportFilterForm) -> list[str]:
 @require_GET
 @role_required(RESEARCHER)
 def study_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "analysis/study_list.html", {"studies": studies_with_sizes()})
+    return render(request, "analysis/study_list.html", {"studies": studies_with_sizes(studies=studies_for(user=request.user))})
 
 
 @require_GET
 @role_required(RESEARCHER)
 def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
-    study = _study(study_id)
+    study = _study(request, study_id)
     form, report = _form_and_report(request, study)
     if report is None:
         context = {"study": study, "form": form, "filter_errors": _filter_errors(form)}
@@ -405,7 +410,7 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 @role_required(RESEARCHER)
 def table_csv(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
-    study = _study(study_id)
+    study = _study(request, study_id)
     if name not in TABLES:
         return HttpResponse(status=404)
     form, report = _form_and_report(request, study)
@@ -434,7 +439,7 @@ def ratings_csv(request: HttpRequest, study_id: int) -> StreamingHttpResponse:
     """Every score of the study, streamed (long by default, ?layout=wide for one column per
     responder × attribute); logged in the export audit log. Clinicians as study codes unless
     ?identified=1 (admins and holders of the identities permission only)."""
-    study = _study(study_id)
+    study = _study(request, study_id)
     wide = request.GET.get("layout") == "wide"
     identified = identified_requested(request.GET.get("identified"))
     identified_check(user=request.user, identified=identified)
@@ -481,8 +486,12 @@ DISTORTION_TABLES: dict[str, TableSpec] = {
 }
 
 
-def _distortion_study(study_id: int) -> Study:
-    return get_object_or_404(Study, pk=study_id, kind=Study.Kind.DISTORTION_LABELLING)
+def _distortion_study(request: HttpRequest, study_id: int) -> Study:
+    return study_for(
+        user=request.user,
+        study_id=study_id,
+        queryset=Study.objects.filter(kind=Study.Kind.DISTORTION_LABELLING),
+    )
 
 
 def _distortion_present(name: str, df: pd.DataFrame) -> dict[str, Any]:
@@ -507,7 +516,7 @@ def _consensus_k(request: HttpRequest) -> tuple[ConsensusForm, int | None, int]:
 @require_GET
 @role_required(RESEARCHER)
 def distortion_dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
-    study = _distortion_study(study_id)
+    study = _distortion_study(request, study_id)
     form, k, _ = _consensus_k(request)
     report = distortion_report(study=study, k=k)
     tables = {name: _distortion_present(name, report.table(name)) for name in DISTORTION_TABLES}
@@ -532,7 +541,7 @@ def distortion_dashboard(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 @role_required(RESEARCHER)
 def distortion_table_csv(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
-    study = _distortion_study(study_id)
+    study = _distortion_study(request, study_id)
     if name not in DISTORTION_TABLES:
         return HttpResponse(status=404)
     _, k, _ = _consensus_k(request)
@@ -551,7 +560,7 @@ def distortion_table_csv(request: HttpRequest, study_id: int, name: str) -> Http
 @role_required(RESEARCHER)
 def distortion_labels_csv(request: HttpRequest, study_id: int, run_id: int) -> HttpResponse:
     """One configuration's final labels with the stratified 70/15/15 split column."""
-    study = _distortion_study(study_id)
+    study = _distortion_study(request, study_id)
     _, k, seed = _consensus_k(request)
     report = distortion_report(study=study, k=k)
     try:

@@ -32,6 +32,7 @@ from .models import (
     Rubric,
     Score,
     Study,
+    StudyMember,
     TrainingOutcome,
     Webhook,
     WebhookDelivery,
@@ -201,6 +202,16 @@ class DistortionLabelInline(ViewOnlyInline):
     fields = ["position", "name", "prompt_label", "definition", "example"]
 
 
+class StudyMemberInline(admin.TabularInline):
+    """The study's team: who holds which role in it, and at which site (docs/membership.md)."""
+
+    model = StudyMember
+    extra = 0
+    fields = ["user", "role", "site", "created_at"]
+    readonly_fields = ["created_at"]
+    autocomplete_fields = ["user"]
+
+
 @admin.register(Study)
 class StudyAdmin(_LockedOnceUsed, admin.ModelAdmin):
     list_display = [
@@ -208,7 +219,7 @@ class StudyAdmin(_LockedOnceUsed, admin.ModelAdmin):
     ]  # fmt: skip
     list_filter = ["kind"]
     search_fields = ["name"]
-    inlines = [DistortionLabelInline]
+    inlines = [StudyMemberInline, DistortionLabelInline]
 
     # Scores and labels were given on this rubric and kind of study: switching either under
     # them would make the analyses read them against another rubric or scheme.

@@ -117,9 +117,6 @@ class Study(models.Model):
         ANY = "any", "Any endpoint the admins configured"
         LOCAL_ONLY = "local", "Local models only (servers the study team runs)"
 
-    # Where the study's conversations and responses may be sent, as its ethics approval or
-    # data-sharing agreement says: the judging app refuses a run that would send them
-    # elsewhere, before anything is sent.
     # A clinician with open work and no progress for this many days gets one e-mail reminder
     # (annotation.services.mail); 0: never.
     remind_after_days = models.PositiveSmallIntegerField(
@@ -128,6 +125,9 @@ class Study(models.Model):
         help_text="E-mail a clinician whose assigned work has not moved for this many days "
         "(once per pause); 0: never.",
     )
+    # Where the study's conversations and responses may be sent, as its ethics approval or
+    # data-sharing agreement says: the judging app refuses a run that would send them
+    # elsewhere, before anything is sent.
     text_policy = models.CharField(
         max_length=8,
         choices=TextPolicy.choices,
@@ -135,6 +135,11 @@ class Study(models.Model):
         verbose_name="where texts may go",
         help_text="Local models only: runs go to endpoints marked 'on our own servers' "
         "(llama.cpp, vLLM), never to OpenAI or Anthropic.",
+    )
+    # The day the clinicians' work is due: the study page counts who is overdue after it, and
+    # the e-mail reminders warn before it.
+    deadline = models.DateField(
+        null=True, blank=True, help_text="the day assigned work is due; empty: no deadline"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -144,6 +149,44 @@ class Study(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class StudyMember(models.Model):
+    """A person's role in one study, and where they work (docs/membership.md).
+
+    What a person may see of a study follows from these rows: a study with no row for them
+    (and no platform-wide role) is not shown to them at all, not even its name. One person may
+    hold several roles in a study (a lead who also rates) and different roles in different
+    studies.
+    """
+
+    class Role(models.TextChoices):
+        LEAD = "lead", "lead (manages the study)"
+        CLINICIAN = "clinician", "clinician (rates)"
+        RESEARCHER = "researcher", "researcher (reads results)"
+        ADJUDICATOR = "adjudicator", "adjudicator (settles disagreements)"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="members")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="study_memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    site = models.CharField(
+        max_length=200, blank=True, help_text="hospital or site, for progress per site"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "role", "user"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "user", "role"], name="study_member_once_per_role"
+            )
+        ]
+        indexes = [models.Index(fields=["user", "role"], name="study_member_user_role")]
+
+    def __str__(self) -> str:
+        return f"{self.user} — {self.role} in {self.study}"
 
 
 class Conversation(models.Model):

@@ -10,30 +10,66 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
+from django.db.models import Value
 from django.http import HttpRequest
 
 CLINICIAN, RESEARCHER, ADMIN = "clinician", "researcher", "admin"
 ROLES = (CLINICIAN, RESEARCHER, ADMIN)
 
 
-#: The user's role groups, kept on the user object: a request asks several times (the sign-in
-#: rules, the view's role check, the navigation bar) and the answer is one query.
+#: The user's role groups and study roles, kept on the user object: a request asks several times
+#: (the sign-in rules, the view's role check, the navigation bar) and the answer is one query.
 _GROUPS_CACHE = "_mentalbench_role_groups"
 
+#: What a role held in some study lets its holder open at all (annotation.membership then
+#: decides which studies): a lead and a study's researcher read results, a study's clinician
+#: rates.
+_STUDY_ROLE_GATES = {"lead": RESEARCHER, "researcher": RESEARCHER, "clinician": CLINICIAN}
 
-def roles_of(user) -> set[str]:
-    """The user's roles, in one query per user object; staff accounts are admins whatever
-    their groups. role_add forgets the kept answer."""
+
+def _held(user) -> tuple[frozenset[str], frozenset[str]]:
+    """The user's platform-wide role groups and the roles they hold in any study."""
+    held = getattr(user, _GROUPS_CACHE, None)
+    if held is None:
+        from .models import StudyMember  # roles is imported by the models' neighbours
+
+        groups = user.groups.filter(name__in=ROLES).annotate(k=Value("g")).values_list("name", "k")
+        studies = StudyMember.objects.filter(user=user).annotate(k=Value("s"))
+        rows = set(groups.union(studies.values_list("role", "k")))
+        held = (
+            frozenset(name for name, k in rows if k == "g"),
+            frozenset(name for name, k in rows if k == "s"),
+        )
+        setattr(user, _GROUPS_CACHE, held)
+    return held
+
+
+def platform_roles_of(user) -> set[str]:
+    """The user's platform-wide roles: their role groups, and admin for staff accounts."""
     if not user.is_authenticated:
         return set()
-    groups = getattr(user, _GROUPS_CACHE, None)
-    if groups is None:
-        groups = frozenset(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
-        setattr(user, _GROUPS_CACHE, groups)
-    roles = set(groups)
+    roles = set(_held(user)[0])
     if user.is_staff:
         roles.add(ADMIN)
     return roles
+
+
+def roles_of(user) -> set[str]:
+    """What the user may open at all: their platform-wide roles, and the role a study role
+    implies (a lead or a study's researcher reads results, a study's clinician rates). Which
+    studies is annotation.membership's question. role_add and member_add forget the kept
+    answer."""
+    if not user.is_authenticated:
+        return set()
+    roles = platform_roles_of(user)
+    roles.update(_STUDY_ROLE_GATES[role] for role in _held(user)[1] if role in _STUDY_ROLE_GATES)
+    return roles
+
+
+def roles_forget(user) -> None:
+    """Forget the user's kept roles (after a role or a membership changed)."""
+    if hasattr(user, _GROUPS_CACHE):
+        delattr(user, _GROUPS_CACHE)
 
 
 def has_role(user, role: str) -> bool:
@@ -82,8 +118,7 @@ def role_add(*, user, role: str) -> None:
         raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
     group, _ = Group.objects.get_or_create(name=role)
     user.groups.add(group)
-    if hasattr(user, _GROUPS_CACHE):
-        delattr(user, _GROUPS_CACHE)
+    roles_forget(user)
 
 
 class AuthenticatedHttpRequest(HttpRequest):

@@ -25,6 +25,7 @@ from analysis.api import ErrorsAsJson, IsResearcher
 from analysis.api_contract import ContractMixin, ErrorSerializer
 from analysis.api_params import ChoiceParam, IntegerParam, PageQuery
 from analysis.api_selectors import study_or_none
+from annotation.membership import studies_for
 from analysis.downloads import zip_attachment
 from analysis.jobs.kinds import release_params
 from analysis.jobs.selectors import job_get_for_user, jobs_of
@@ -164,7 +165,7 @@ class JobViewSet(
         data = ReleaseStartSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        study = study_or_none(study_id=values["study"])
+        study = study_or_none(study_id=values["study"], studies=studies_for(user=request.user))
         if study is None:
             raise NotFound("no such study")
         params = release_params(study=study, include_text=values["include_text"])

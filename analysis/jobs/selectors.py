@@ -5,15 +5,22 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from analysis.models import Job
+from annotation.membership import studies_for
 
 
 def jobs_of(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
-    """The person's jobs, newest first."""
-    return Job.objects.filter(owner_id=user.pk).select_related("study").order_by("-created_at")
+    """The person's jobs, newest first; a study's jobs only while they still read the study
+    (a researcher taken off a study no longer downloads its release)."""
+    return (
+        Job.objects.filter(owner_id=user.pk)
+        .filter(Q(study__isnull=True) | Q(study__in=studies_for(user=user).values("pk")))
+        .select_related("study")
+        .order_by("-created_at")
+    )
 
 
 def job_get_for_user(*, user: AbstractBaseUser | AnonymousUser, job_id: str | UUID) -> Job:

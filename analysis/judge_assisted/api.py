@@ -28,7 +28,7 @@ from analysis.api import MAX_JUDGES, IsResearcher
 from analysis.api_contract import ContractMixin
 from analysis.api_params import FlagParam, NameParam, NumberParam, QuerySerializer
 from analysis.judge_assisted.selectors import JudgeAssistedInputError, judge_assisted_report
-from annotation.models import Study
+from annotation.membership import studies_for
 
 
 def _json_value(value: object) -> object:
@@ -90,7 +90,7 @@ class JudgeAssistedView(ContractMixin, APIView):
 
     @extend_schema(responses=JUDGE_ASSISTED_REPORT)
     def get(self, request: Request, pk: int) -> ApiResponse:
-        study = get_object_or_404(Study, pk=pk)
+        study = get_object_or_404(studies_for(user=request.user), pk=pk)
         judges: list[str] = self.query["judge"]
         try:
             report = judge_assisted_report(

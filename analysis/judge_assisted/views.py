@@ -33,6 +33,7 @@ from analysis.judge_assisted.selectors import (
     labelled_share,
 )
 from analysis.selectors import attribute_names, study_version
+from annotation.membership import study_for
 from annotation.models import Study
 from annotation.roles import RESEARCHER, role_required
 from annotation.selectors import clinician_sample_current
@@ -182,7 +183,9 @@ def _median(values: ArrayLike) -> float | None:
 @require_GET
 @role_required(RESEARCHER)
 def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
-    study = get_object_or_404(Study.objects.select_related("rubric"), pk=study_id)
+    study = study_for(
+        user=request.user, study_id=study_id, queryset=Study.objects.select_related("rubric")
+    )
     version = study_version(study=study)
     judges = _judges(study, version)
     form = JudgeAssistedForm(request.GET or None, judges=judges)

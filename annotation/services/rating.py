@@ -33,6 +33,8 @@ from ..models import (
     Study,
     Webhook,
 )
+from ..membership import CLINICIAN as MEMBER_CLINICIAN
+from ..membership import members_ensure
 from ..roles import CLINICIAN, role_add, user_can_manage
 from ..tokens import password_token_generator
 from ..usernames import username_normalised, usernames_look_alike
@@ -178,6 +180,12 @@ def assignments_create(
         )
     ]
     AssignmentItem.objects.bulk_create(items, batch_size=BATCH)
+    # Whoever is given work in a study is on its team (the study page's progress per site).
+    members_ensure(
+        study_id=study.pk,
+        user_ids=[c.user_id for c in clinicians if c.user_id is not None],
+        role=MEMBER_CLINICIAN,
+    )
     return new
 
 
@@ -202,6 +210,10 @@ def assignment_reassign(*, assignment: Assignment, rater: Rater) -> Assignment:
         raise ValueError(f"{rater} already has this conversation")
     assignment.rater = rater
     assignment.save(update_fields=["rater"])
+    if rater.user_id is not None:
+        members_ensure(
+            study_id=assignment.conversation.study_id, user_ids=[rater.user_id], role=MEMBER_CLINICIAN
+        )
     return assignment
 
 
@@ -237,6 +249,10 @@ def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
     new = Assignment.objects.create(
         rater=rater, conversation=assignment.conversation, reclaimed_from=assignment
     )
+    if rater.user_id is not None:
+        members_ensure(
+            study_id=assignment.conversation.study_id, user_ids=[rater.user_id], role=MEMBER_CLINICIAN
+        )
     _items_copy(source=assignment, target=new)
     return new
 

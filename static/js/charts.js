@@ -76,7 +76,10 @@
   function drawCharts(root) {
     var all = Array.prototype.slice.call(root.querySelectorAll("[data-vega-spec]"));
     var first = all.filter(onScreen), later = all.filter(function (el) { return !onScreen(el); });
-    var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 1); };
+    // A busy browser may have no idle moment for a long while: a chart waits at most a second.
+    var idle = window.requestIdleCallback
+      ? function (fn) { return window.requestIdleCallback(fn, {timeout: 1000}); }
+      : function (fn) { return setTimeout(fn, 1); };
     Promise.all(first.map(drawOne)).then(function () {
       performance.mark("mentalbench:first-screen");
       return later.reduce(function (previous, el) {

@@ -1,0 +1,102 @@
+"""Who sees which study: per-study membership (docs/membership.md).
+
+Platform admins (staff accounts and the *admin* group) see and manage every study. A
+platform-wide researcher (the *researcher* group, which only platform admins grant) reads every
+study's results: an instance that serves one lab needs nothing more. Everyone else sees exactly
+the studies they are members of (annotation.models.StudyMember), in the roles they hold there;
+a study they are not a member of is not shown to them at all, not even its name.
+
+Every view, API endpoint, export and download that names a study reads it through study_for
+(404 when the person may not see it), and every list of studies through studies_for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from .models import Study, StudyMember
+from .roles import ADMIN, RESEARCHER, platform_roles_of, roles_forget
+
+LEAD = StudyMember.Role.LEAD
+CLINICIAN = StudyMember.Role.CLINICIAN
+MEMBER_RESEARCHER = StudyMember.Role.RESEARCHER
+ADJUDICATOR = StudyMember.Role.ADJUDICATOR
+
+#: The roles that read a study's results: dashboards, tables, exports, releases, the API.
+READ_RESULTS: tuple[str, ...] = (LEAD, MEMBER_RESEARCHER)
+
+
+def _platform_wide(user, roles: Iterable[str]) -> bool:
+    """Whether the user's platform-wide role reaches every study for these study roles."""
+    held = platform_roles_of(user)
+    if ADMIN in held:
+        return True
+    return RESEARCHER in held and bool(set(roles) & set(READ_RESULTS))
+
+
+def studies_for(*, user, roles: Iterable[str] = READ_RESULTS) -> QuerySet[Study]:
+    """The studies ``user`` may see in one of ``roles`` (every study for platform admins, and
+    for platform-wide researchers when reading results)."""
+    roles = tuple(roles)
+    if not user.is_authenticated:
+        return Study.objects.none()
+    if _platform_wide(user, roles):
+        return Study.objects.all()
+    return Study.objects.filter(
+        pk__in=StudyMember.objects.filter(user=user, role__in=roles).values("study_id")
+    )
+
+
+def study_for(
+    *,
+    user,
+    study_id: int,
+    roles: Iterable[str] = READ_RESULTS,
+    queryset: QuerySet[Study] | None = None,
+) -> Study:
+    """The study ``study_id`` names if ``user`` may see it in one of ``roles``; Http404
+    otherwise, the same answer as for a study that does not exist, so that an id tells a
+    non-member nothing."""
+    study = (
+        (queryset if queryset is not None else Study.objects.all())
+        .filter(pk=study_id, pk__in=studies_for(user=user, roles=roles).values("pk"))
+        .first()
+    )
+    if study is None:
+        raise Http404("No such study.")
+    return study
+
+
+def member_add(*, study: Study, user, role: str, site: str = "") -> StudyMember:
+    """Make ``user`` a member of ``study`` in ``role`` (again: the site is updated)."""
+    if role not in StudyMember.Role.values:
+        raise ValueError(
+            f"unknown study role {role!r}; choose one of {', '.join(StudyMember.Role.values)}"
+        )
+    member, created = StudyMember.objects.get_or_create(
+        study=study, user=user, role=role, defaults={"site": site.strip()}
+    )
+    if not created and site.strip() and member.site != site.strip():
+        member.site = site.strip()
+        member.save(update_fields=["site"])
+    roles_forget(user)
+    return member
+
+
+def members_ensure(*, study_id: int, user_ids: Iterable[int], role: str) -> None:
+    """Make each of ``user_ids`` a member of study ``study_id`` in ``role`` unless they are already
+    (their sites unchanged): one query whatever their number."""
+    StudyMember.objects.bulk_create(
+        [StudyMember(study_id=study_id, user_id=pk, role=role) for pk in set(user_ids)],
+        ignore_conflicts=True,
+    )
+
+
+def member_remove(*, study: Study, user, role: str) -> bool:
+    """End ``user``'s ``role`` in ``study``; True when there was one."""
+    deleted, _ = StudyMember.objects.filter(study=study, user=user, role=role).delete()
+    roles_forget(user)
+    return bool(deleted)
