@@ -56,8 +56,8 @@ from analysis.pseudonyms import RaterLabels, identified_check
 from analysis.selectors import Filters, ReportParams, StudyReport, ratings_stamp, study_report
 from analysis.services import export_log_create, ratings_export_start
 from annotation.csvsafe import csv_attachment
-from annotation.models import LabelAnnotation, Rating, Study
 from annotation.membership import studies_for
+from annotation.models import LabelAnnotation, Rating, Study
 from annotation.roles import can_read_analysis
 
 if TYPE_CHECKING:

@@ -77,8 +77,8 @@ def _rated_filtered(
 
 
 def ratings_listed(
-    *, studies: QuerySet[Study], study: int | None = None, rater: str | None = None, status: str | None = None,
-    identified: bool = False,
+    *, studies: QuerySet[Study], study: int | None = None, rater: str | None = None,
+    status: str | None = None, identified: bool = False,
 ) -> QuerySet[Rating]:  # fmt: skip
     """The ratings the API lists, oldest first: study data only (practice and test-retest
     repeat ratings are not listed), no drafts unless ``status`` asks for them. ``rater`` is a
@@ -93,8 +93,8 @@ def ratings_listed(
 
 
 def label_annotations_listed(
-    *, studies: QuerySet[Study], study: int | None = None, rater: str | None = None, status: str | None = None,
-    identified: bool = False,
+    *, studies: QuerySet[Study], study: int | None = None, rater: str | None = None,
+    status: str | None = None, identified: bool = False,
 ) -> QuerySet[LabelAnnotation]:  # fmt: skip
     """The label annotations the API lists, oldest first, filtered as :func:`ratings_listed`."""
     annotations = LabelAnnotation.objects.select_related("conversation", "rater").order_by("id")

@@ -364,7 +364,11 @@ def _filter_errors(form: ReportFilterForm) -> list[str]:
 @require_GET
 @role_required(RESEARCHER)
 def study_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "analysis/study_list.html", {"studies": studies_with_sizes(studies=studies_for(user=request.user))})
+    return render(
+        request,
+        "analysis/study_list.html",
+        {"studies": studies_with_sizes(studies=studies_for(user=request.user))},
+    )
 
 
 @require_GET

@@ -121,6 +121,14 @@ def role_add(*, user, role: str) -> None:
     roles_forget(user)
 
 
+def role_remove(*, user, role: str) -> None:
+    """Take a platform-wide role away (nothing happens when the user does not hold it)."""
+    group = Group.objects.filter(name=role).first()
+    if group is not None:
+        user.groups.remove(group)
+    roles_forget(user)
+
+
 class AuthenticatedHttpRequest(HttpRequest):
     """What a role_required view is given (for the type checker): a signed-in user's request."""
 

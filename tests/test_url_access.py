@@ -657,6 +657,7 @@ def world_build() -> dict:
     from django.contrib.auth import get_user_model
     from knox.models import AuthToken
 
+    from annotation.membership import LEAD, MEMBER_RESEARCHER, member_add
     from annotation.models import (
         Assignment,
         AssignmentItem,
@@ -686,6 +687,9 @@ def world_build() -> dict:
         return u
 
     users = {
+        # A lead and researcher of another study only (ROLES' seventh kind, checked on its own
+        # in test_url_access_for_another_studys_team): nothing of this world is theirs.
+        "outsider": user("walk-outsider"),
         "clinician": user("walk-clinician", CLINICIAN),
         "other": user("walk-other", CLINICIAN),
         "researcher": user("walk-researcher", RESEARCHER),
@@ -769,6 +773,9 @@ def world_build() -> dict:
     job = Job.objects.create(
         owner=users["researcher"], kind=Job.Kind.KAPPA_F1, digest="walk", state=Job.State.DONE
     )
+    outside = study_make(name="Outside study", conversations=1)
+    member_add(study=outside, user=users["outsider"], role=LEAD, site="Elsewhere")
+    member_add(study=outside, user=users["outsider"], role=MEMBER_RESEARCHER)
     # Reclaim needs stale work: make the assignment look long untouched.
     Assignment.objects.filter(pk=assignment.pk).update(
         last_activity_at=None, created_at=assignment.created_at.replace(year=2000)
@@ -857,3 +864,56 @@ def test_django_admin_access_sample(world, route):
             if role != "anonymous":
                 client.force_login(world["users"][role])
             _check(client.get(url), case.get[role], role=role, method="GET", url=url)
+
+
+# What names the world's studies: none of it may reach a member of another study.
+WORLD_STUDIES = ("Walk study", "Walk distortions", "Walk training")
+STUDY_PARAMETERS = ("{study_id}", "{label_study_id}", "{practice_study_id}")
+
+
+def _outsider_check(
+    response, researcher_expected, *, world: dict, method: str, url: str, case: Case
+) -> None:
+    """A lead and researcher of another study is a researcher wherever the platform asks for
+    the role at all, and is shown nothing of a study they are not on: where the platform-wide
+    researcher is answered, they get 404 for a URL naming one of the world's studies (or
+    another person's object), and otherwise an answer with none of those studies in it."""
+    where = f"{method} {url} as a member of another study"
+    if researcher_expected not in (200, 302, REDIRECT):
+        _check(response, researcher_expected, role="outsider", method=method, url=url)
+        return
+    if any(parameter in case.url for parameter in STUDY_PARAMETERS):
+        assert response.status_code in (403, 404), f"{where}: {response.status_code}"
+        return
+    assert response.status_code in (200, 302, 403, 404), f"{where}: {response.status_code}"
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    text = body.decode("utf-8", "replace")
+    leaked = [name for name in WORLD_STUDIES if name in text]
+    assert not leaked, f"{where}: shows {leaked}"
+    if not response.get("Content-Type", "").startswith("application/json"):
+        return
+    answer = response.json()
+    rows = answer.get("results", []) if isinstance(answer, dict) else answer
+    world_ids = {world[key] for key in ("study_id", "label_study_id", "practice_study_id")}
+    for row in rows if isinstance(rows, list) else []:
+        shown = row.get("study") if "study" in row else row.get("id") if "/studies" in url else None
+        assert shown not in world_ids, f"{where}: lists a row of study {shown}"
+
+
+@pytest.mark.parametrize("route", sorted(EXPECTED))
+def test_url_access_for_another_studys_team(world, route):
+    """EXPECTED's researcher column, walked again by the lead and researcher of another study."""
+    for case in EXPECTED[route]:
+        url = case.url.format(**world)
+        for method, expected in (("GET", case.get), ("POST", case.post)):
+            if expected is None:
+                continue
+            client = Client()
+            client.force_login(world["users"]["outsider"])
+            if method == "GET":
+                response = client.get(url)
+            else:
+                response = client.post(url, case.data(world, "researcher"))
+            _outsider_check(
+                response, expected["researcher"], world=world, method=method, url=url, case=case
+            )

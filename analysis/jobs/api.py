@@ -25,12 +25,12 @@ from analysis.api import ErrorsAsJson, IsResearcher
 from analysis.api_contract import ContractMixin, ErrorSerializer
 from analysis.api_params import ChoiceParam, IntegerParam, PageQuery
 from analysis.api_selectors import study_or_none
-from annotation.membership import studies_for
 from analysis.downloads import zip_attachment
 from analysis.jobs.kinds import release_params
 from analysis.jobs.selectors import job_get_for_user, jobs_of
 from analysis.jobs.services import JobRefused, job_cancel, job_digest, job_start
 from analysis.models import ExportLog, Job
+from annotation.membership import studies_for
 
 
 class JobSerializer(serializers.ModelSerializer[Job]):

@@ -18,7 +18,7 @@ import numpy as np
 from django import forms
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from analysis import planner

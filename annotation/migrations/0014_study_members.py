@@ -107,9 +107,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "ordering": ["study", "role", "user"],
-                "indexes": [
-                    models.Index(fields=["user", "role"], name="study_member_user_role")
-                ],
+                "indexes": [models.Index(fields=["user", "role"], name="study_member_user_role")],
                 "constraints": [
                     models.UniqueConstraint(
                         fields=("study", "user", "role"), name="study_member_once_per_role"

@@ -18,6 +18,8 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
+from ..membership import CLINICIAN as MEMBER_CLINICIAN
+from ..membership import members_ensure
 from ..models import (
     Assignment,
     AssignmentItem,
@@ -33,8 +35,6 @@ from ..models import (
     Study,
     Webhook,
 )
-from ..membership import CLINICIAN as MEMBER_CLINICIAN
-from ..membership import members_ensure
 from ..roles import CLINICIAN, role_add, user_can_manage
 from ..tokens import password_token_generator
 from ..usernames import username_normalised, usernames_look_alike
@@ -212,7 +212,9 @@ def assignment_reassign(*, assignment: Assignment, rater: Rater) -> Assignment:
     assignment.save(update_fields=["rater"])
     if rater.user_id is not None:
         members_ensure(
-            study_id=assignment.conversation.study_id, user_ids=[rater.user_id], role=MEMBER_CLINICIAN
+            study_id=assignment.conversation.study_id,
+            user_ids=[rater.user_id],
+            role=MEMBER_CLINICIAN,
         )
     return assignment
 
@@ -251,7 +253,9 @@ def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
     )
     if rater.user_id is not None:
         members_ensure(
-            study_id=assignment.conversation.study_id, user_ids=[rater.user_id], role=MEMBER_CLINICIAN
+            study_id=assignment.conversation.study_id,
+            user_ids=[rater.user_id],
+            role=MEMBER_CLINICIAN,
         )
     _items_copy(source=assignment, target=new)
     return new

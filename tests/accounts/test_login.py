@@ -105,7 +105,7 @@ def test_the_set_password_page_applies_the_rules(client, admin_user, django_user
 
 
 @pytest.mark.parametrize(
-    "username", ["admin", "clinician1", "clinician2", "clinician3", "researcher"]
+    "username", ["admin", "clinician1", "clinician2", "clinician3", "researcher", "lead1"]
 )
 def test_the_demo_password_meets_the_rules(django_user_model, username):
     validate_password("mentalbench-demo", user=django_user_model(username=username))

@@ -72,7 +72,37 @@ def test_an_account_made_by_hand_in_another_case_is_taken_as_the_demos(db, djang
     django_user_model.objects.create_user(username="Clinician1")
     _seed()
     names = set(django_user_model.objects.values_list("username", flat=True))
-    assert names == {"admin", "Clinician1", "clinician2", "clinician3", "researcher"}
+    assert names == {
+        "admin", "Clinician1", "clinician2", "clinician3", "researcher", "researcher2", "lead1",
+        "lead2",
+    }  # fmt: skip
+
+
+def test_the_two_demo_studies_have_different_teams(db, django_user_model):
+    from annotation.membership import studies_for
+    from annotation.roles import RESEARCHER, role_add
+
+    role_add(
+        user=django_user_model.objects.create_user(username="researcher"), role=RESEARCHER
+    )  # an earlier demo's platform-wide researcher
+    _seed()
+    seen = {
+        name: sorted(
+            studies_for(user=django_user_model.objects.get(username=name)).values_list(
+                "name", flat=True
+            )
+        )
+        for name in ("lead1", "researcher", "lead2", "researcher2", "clinician1")
+    }
+    assert seen == {
+        "lead1": ["Demo study"],
+        "researcher": ["Demo study"],
+        "lead2": ["Demo distortion study"],
+        "researcher2": ["Demo distortion study"],
+        "clinician1": [],  # rates, reads no results
+    }
+    sites = set(Study.objects.get(name="Demo study").members.values_list("site", flat=True))
+    assert sites == {"North hospital", "South hospital"}
 
 
 def test_training_can_be_tried_at_once_on_the_practice_conversation(db):

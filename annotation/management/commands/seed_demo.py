@@ -7,8 +7,10 @@ from django.db import transaction
 
 from annotation.importers.base import file_sha256
 from annotation.importers.mentalbench import read_conversations
+from annotation.membership import CLINICIAN as MEMBER_CLINICIAN
+from annotation.membership import LEAD, MEMBER_RESEARCHER, member_add
 from annotation.models import Conversation, ReferenceScore, Study
-from annotation.roles import CLINICIAN, RESEARCHER, role_add
+from annotation.roles import CLINICIAN, RESEARCHER, role_add, role_remove
 from annotation.services import (
     assignments_create,
     clinician_rater_get_or_create,
@@ -29,6 +31,25 @@ DISTORTION_FILE = DEMO_DIR / "distortions.jsonl"
 DEMO_STUDY = "Demo study"
 DEMO_DISTORTION_STUDY = "Demo distortion study"
 PRACTICE_ID = "demo-practice"
+
+#: The two demo studies' teams (docs/membership.md): a lead and a researcher each, at different
+#: sites, and the three clinicians, who rate the one and label the other.
+TEAMS = {
+    DEMO_STUDY: [
+        ("lead1", LEAD, "North hospital"),
+        ("researcher", MEMBER_RESEARCHER, "North hospital"),
+        ("clinician1", MEMBER_CLINICIAN, "North hospital"),
+        ("clinician2", MEMBER_CLINICIAN, "North hospital"),
+        ("clinician3", MEMBER_CLINICIAN, "South hospital"),
+    ],
+    DEMO_DISTORTION_STUDY: [
+        ("lead2", LEAD, "South hospital"),
+        ("researcher2", MEMBER_RESEARCHER, "South hospital"),
+        ("clinician1", MEMBER_CLINICIAN, "North hospital"),
+        ("clinician2", MEMBER_CLINICIAN, "North hospital"),
+        ("clinician3", MEMBER_CLINICIAN, "South hospital"),
+    ],
+}
 
 
 def _import(study: Study, path: Path) -> dict:
@@ -66,9 +87,10 @@ class Command(BaseCommand):
     help = (
         "Load the demo studies and accounts: the demo study (6 conversations × 10 responses "
         "written for this repository, plus a practice conversation with reference scores for "
-        "rater training), a demo distortion-labelling study (6 user messages), and the accounts "
-        "admin, clinician1, clinician2, clinician3, researcher. Passwords: $DEMO_PASSWORD (default "
-        "'mentalbench-demo'). Safe to run again: a second run changes nothing."
+        "rater training), a demo distortion-labelling study (6 user messages), their teams, and "
+        "the accounts admin, clinician1, clinician2, clinician3, lead1, lead2, researcher, "
+        "researcher2. Passwords: $DEMO_PASSWORD (default 'mentalbench-demo'). Safe to run "
+        "again: a second run changes nothing."
     )
 
     @transaction.atomic
@@ -93,8 +115,12 @@ class Command(BaseCommand):
             ("clinician2", {}),
             ("clinician3", {}),
             ("researcher", {}),
+            ("researcher2", {}),
+            ("lead1", {}),
+            ("lead2", {}),
         ]
         clinicians = []
+        users = {}
         for username, flags in accounts:
             # Usernames ignore case (a unique index): an "Admin" made by hand is the demo's admin.
             user, created = User.objects.get_or_create(
@@ -103,8 +129,11 @@ class Command(BaseCommand):
             if created:
                 user.set_password(password)
                 user.save(update_fields=["password"])
+            users[username] = user
             if username == "researcher":
-                role_add(user=user, role=RESEARCHER)
+                # The demo's researchers read their own study only: a team member, no
+                # platform-wide role (an earlier demo gave one).
+                role_remove(user=user, role=RESEARCHER)
             if username.startswith("clinician"):
                 role_add(user=user, role=CLINICIAN)
                 rater = clinician_rater_get_or_create(name=username)
@@ -124,6 +153,9 @@ class Command(BaseCommand):
                 study=each, clinicians=clinicians, overlap=len(clinicians), overlap_fraction=1.0
             )
         ]
+        for each in (study, labelling):
+            for username, role, site in TEAMS[each.name]:
+                member_add(study=each, user=users[username], role=role, site=site)
         self.stdout.write(
             f"demo study {study.name!r}: {summary['conversations_created']} conversations and "
             f"{summary['responses_created']} responses created, {references} practice reference "
