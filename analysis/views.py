@@ -34,7 +34,7 @@ from analysis.selectors import (
 )
 from analysis.services import ratings_export_start
 from annotation.csvsafe import csv_attachment
-from annotation.membership import studies_for, study_for
+from annotation.membership import led_study_ids, studies_for, study_for
 from annotation.models import Study
 from annotation.roles import ADMIN, RESEARCHER, role_required
 
@@ -364,11 +364,12 @@ def _filter_errors(form: ReportFilterForm) -> list[str]:
 @require_GET
 @role_required(RESEARCHER)
 def study_list(request: HttpRequest) -> HttpResponse:
-    return render(
-        request,
-        "analysis/study_list.html",
-        {"studies": studies_with_sizes(studies=studies_for(user=request.user))},
-    )
+    context = {
+        "studies": studies_with_sizes(studies=studies_for(user=request.user)),
+        # The studies whose team page this person may open (the ones they lead; admins: all).
+        "led": led_study_ids(user=request.user),
+    }
+    return render(request, "analysis/study_list.html", context)
 
 
 @require_GET

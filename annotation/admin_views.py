@@ -52,6 +52,7 @@ from .services import (
     user_password_token_issue,
 )
 from .services.sampling import clinician_sample_draw
+from .team_selectors import team_progress
 from .tokens import password_token_generator
 from .topup import topup_summary
 
@@ -114,6 +115,8 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
         "steps": study_steps(study=study, topup=topup),
         "topup": topup,
         "progress": progress,
+        # Per site and per clinician of this study, with its deadline (the team page's tables).
+        "team": team_progress(study=study),
         "assignments": assignments,
         "assignments_shown": ASSIGNMENTS_SHOWN,
         # Said once above the table rather than in every row that cannot move.

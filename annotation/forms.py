@@ -3,7 +3,7 @@ from typing import Any, cast
 from django import forms
 from django.http import QueryDict
 
-from .models import ClinicianCredentials, ClinicianSample, Rater, Study, Webhook
+from .models import ClinicianCredentials, ClinicianSample, Rater, Study, StudyMember, Webhook
 
 
 class ImportForm(forms.Form):
@@ -134,6 +134,16 @@ class RaterChoiceForm(forms.Form):
 class InviteForm(forms.Form):
     username = forms.CharField(max_length=150)
     email = forms.EmailField(required=False)
+
+
+class MemberAddForm(forms.Form):
+    """The team page's form: an existing account, the role it gets in the study, its site."""
+
+    username = forms.CharField(max_length=150, help_text="an existing account's username")
+    role = forms.ChoiceField(choices=StudyMember.Role.choices, initial=StudyMember.Role.CLINICIAN)
+    site = forms.CharField(
+        max_length=200, required=False, help_text="hospital or site, for progress per site"
+    )
 
 
 class ClinicianSampleForm(forms.Form):

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404
 
 from .models import Study, StudyMember
 from .roles import ADMIN, RESEARCHER, platform_roles_of, roles_forget
+from .usernames import username_normalised
 
 LEAD = StudyMember.Role.LEAD
 CLINICIAN = StudyMember.Role.CLINICIAN
@@ -70,6 +73,44 @@ def study_for(
     return study
 
 
+def studies_led_by(*, user) -> QuerySet[Study]:
+    """The studies whose team ``user`` may manage: every study for platform admins, the
+    studies they lead for everyone else.
+
+    Not studies_for(roles=(LEAD,)): there a platform-wide researcher passes too (a lead reads
+    results), and reading every study's results must not mean managing every study's team.
+    """
+    if not user.is_authenticated:
+        return Study.objects.none()
+    if ADMIN in platform_roles_of(user):
+        return Study.objects.all()
+    return Study.objects.filter(
+        pk__in=StudyMember.objects.filter(user=user, role=LEAD).values("study_id")
+    )
+
+
+def led_study_ids(*, user) -> set[int]:
+    """The ids of studies_led_by(user): which rows of a list of studies get a team link."""
+    return set(studies_led_by(user=user).values_list("pk", flat=True))
+
+
+def study_led_for(*, user, study_id: int) -> Study:
+    """The study ``study_id`` names if ``user`` may manage its team; Http404 otherwise (as
+    study_for: an id tells a non-member nothing)."""
+    study = studies_led_by(user=user).filter(pk=study_id).first()
+    if study is None:
+        raise Http404("No such study.")
+    return study
+
+
+def member_get(*, study: Study, member_id: int) -> StudyMember:
+    """One membership of ``study``; Http404 for an id that is not one (or is another study's)."""
+    member = StudyMember.objects.select_related("user").filter(study=study, pk=member_id).first()
+    if member is None:
+        raise Http404("No such member.")
+    return member
+
+
 def member_add(*, study: Study, user, role: str, site: str = "") -> StudyMember:
     """Make ``user`` a member of ``study`` in ``role`` (again: the site is updated)."""
     if role not in StudyMember.Role.values:
@@ -100,3 +141,53 @@ def member_remove(*, study: Study, user, role: str) -> bool:
     deleted, _ = StudyMember.objects.filter(study=study, user=user, role=role).delete()
     roles_forget(user)
     return bool(deleted)
+
+
+def member_add_by_username(
+    *, study: Study, username: str, role: str, site: str = ""
+) -> tuple[StudyMember, bool]:
+    """Make the active account named ``username`` a member of ``study`` in ``role``: the team
+    page's form. Returns the membership and whether it is new (an existing one gets the new
+    site). ValueError, in words for the person who typed the name, for an unknown or
+    deactivated account: accounts are created by platform admins (the invitation), never here.
+    """
+    name = username_normalised(username)
+    if not name:
+        raise ValueError("Enter the username of an existing account.")
+    users = get_user_model().objects
+    # Exact first; a difference in capitals alone still finds the one account it can mean.
+    user = users.filter(username=name).first()
+    if user is None:
+        matches = list(users.filter(username__iexact=name)[:2])
+        user = matches[0] if len(matches) == 1 else None
+    if user is None:
+        raise ValueError(
+            f"No account is named {name!r}. A platform admin creates accounts (an invitation "
+            "from the Manage page); then add the person here."
+        )
+    if not user.is_active:
+        raise ValueError(f"The account {user.get_username()!r} is deactivated.")
+    existed = StudyMember.objects.filter(study=study, user=user, role=role).exists()
+    return member_add(study=study, user=user, role=role, site=site), not existed
+
+
+@transaction.atomic
+def member_remove_checked(*, member: StudyMember, actor) -> None:
+    """End ``member``'s role, as ``actor`` asked on the team page; ValueError when it is the
+    actor's own last-lead role: the study would be left with nobody on it to manage its team,
+    and the actor could not come back to undo it."""
+    if member.role == LEAD and member.user_id == actor.pk:
+        # Every lead row locked, in one order: two leads leaving at once are answered one after
+        # the other, and the second sees the first gone.
+        leads = list(
+            StudyMember.objects.select_for_update()
+            .filter(study_id=member.study_id, role=LEAD)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        if leads == [member.pk]:
+            raise ValueError(
+                "You are this study's only lead: add another lead first, so that someone can "
+                "still manage its team."
+            )
+    member_remove(study=member.study, user=member.user, role=member.role)

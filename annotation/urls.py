@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import admin_views, calibration_views, views, webhook_views
+from . import admin_views, calibration_views, team_views, views, webhook_views
 
 app_name = "annotation"
 
@@ -27,6 +27,13 @@ urlpatterns = [
     path("manage/invite", admin_views.invite, name="manage_invite"),
     path("manage/users/<int:pk>/reset-link", admin_views.reset_link, name="manage_reset_link"),
     path("manage/audit/", admin_views.audit, name="manage_audit"),
+    # A study's team: its platform admins and its leads.
+    path("manage/studies/<int:study_id>/team/", team_views.team, name="manage_team"),
+    path(
+        "manage/studies/<int:study_id>/team/<int:member_id>/remove",
+        team_views.member_remove,
+        name="manage_team_remove",
+    ),
     path("manage/training/", calibration_views.training, name="manage_training"),
     path("manage/top-up/", calibration_views.topup, name="manage_topup"),
     path("manage/time-on-task/", calibration_views.time_on_task, name="manage_time_on_task"),

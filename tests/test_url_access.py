@@ -28,6 +28,10 @@ from django.utils.http import int_to_base36, urlsafe_base64_encode
 from annotation.tokens import password_token_generator
 
 ROLES = ("anonymous", "clinician", "other", "researcher", "admin", "staff", "superuser")
+# A study's lead (a platform account with no role group, the lead of the fixture's study): walked
+# only where a case says what the lead gets, in this place among the roles (least to most
+# privileged), e.g. get={**_by_role(...), "lead": 200}.
+WALK_ORDER = (*ROLES[:4], "lead", *ROLES[4:])
 LOGIN = "login"  # 302 to the sign-in page
 ADMIN_LOGIN = "admin-login"  # 302 to Django admin's sign-in page
 REDIRECT = "redirect"  # 302 anywhere but a sign-in page
@@ -283,7 +287,7 @@ EXPECTED: dict[str, list[Case]] = {
     "rate/<str:token>/heartbeat": [
         C("/rate/{token}/heartbeat", get=NOT_GET, post=(LOGIN, 204, 404, 403, 404, 404, 404))
     ],
-    "manage/": [C("/manage/", get=ADMINS)],
+    "manage/": [C("/manage/", get={**_by_role(*ADMINS), "lead": 403})],
     "manage/assign": [
         C(
             "/manage/assign",
@@ -353,6 +357,36 @@ EXPECTED: dict[str, list[Case]] = {
         ),
         C("/manage/audit/?format=labels-csv&clinician={clinician_rater_id}", get=ADMINS),
         C("/manage/audit/?date_from=2020-02-01&date_to=2020-01-01", get=ADMINS[:4] + (400,) * 3),
+    ],
+    # A study's team: its platform admins and its leads; to everyone else the study does not
+    # exist (a platform-wide researcher reads every study's results but manages no team). The
+    # walk adds nobody (an unknown username: the form again, 422); the first who may removes
+    # the fixture's member, and those after find nothing to remove.
+    "manage/studies/<int:study_id>/team/": [
+        C(
+            "/manage/studies/{study_id}/team/",
+            get={**_by_role(LOGIN, 404, 404, 404, 200, 200, 200), "lead": 200},
+            post={**_by_role(LOGIN, 404, 404, 404, 422, 422, 422), "lead": 422},
+            data=lambda world, role: {"username": f"nobody-{role}", "role": "clinician"},
+        ),
+        C(
+            "/manage/studies/{label_study_id}/team/",
+            get={**_by_role(LOGIN, 404, 404, 404, 200, 200, 200), "lead": 404},
+        ),
+    ],
+    "manage/studies/<int:study_id>/team/<int:member_id>/remove": [
+        C(
+            "/manage/studies/{study_id}/team/{member_id}/remove",
+            get=NOT_GET,
+            post={**_by_role(LOGIN, 404, 404, 404, 404, 404, 404), "lead": 302},
+        ),
+        C(
+            "/manage/studies/{study_id}/team/{lead_member_id}/remove",
+            get=NOT_GET,
+            # The lead is the study's only lead: refused, back to the page with why; an admin
+            # may (the study is still theirs to manage), and the next find nothing.
+            post={**_by_role(LOGIN, 404, 404, 404, 302, 404, 404), "lead": 302},
+        ),
     ],
     "manage/training/": [
         C(
@@ -657,6 +691,7 @@ def world_build() -> dict:
     from django.contrib.auth import get_user_model
     from knox.models import AuthToken
 
+    from annotation.membership import CLINICIAN as CLINICIAN_MEMBER
     from annotation.membership import LEAD, MEMBER_RESEARCHER, member_add
     from annotation.models import (
         Assignment,
@@ -696,6 +731,7 @@ def world_build() -> dict:
         "admin": user("walk-admin", ADMIN),
         "staff": user("walk-staff", is_staff=True),
         "superuser": user("walk-root", is_staff=True, is_superuser=True),
+        "lead": user("walk-lead"),
     }
     invitee = user("walk-invitee", CLINICIAN)
     clinician = Rater.objects.create(
@@ -715,6 +751,8 @@ def world_build() -> dict:
         attribute_id=attribute.pk,
         score=3,
     )
+    lead = member_add(study=study, user=users["lead"], role=LEAD)
+    member = member_add(study=study, user=user("walk-member"), role=CLINICIAN_MEMBER, site="A")
     label_study, _ = study_get_or_create(
         name="Walk distortions", kind=Study.Kind.DISTORTION_LABELLING
     )
@@ -794,6 +832,8 @@ def world_build() -> dict:
         "webhook_id": webhook.pk,
         "label_study_id": label_study.pk,
         "assignment_id": assignment.pk,
+        "member_id": member.pk,
+        "lead_member_id": lead.pk,
         "clinician_rater_id": clinician.pk,
         "other_rater_id": other.pk,
         "clinician_user_id": users["clinician"].pk,
@@ -838,7 +878,8 @@ def _walk(world: dict, route: str, cases: list[Case]) -> None:
         for method, expected in (("GET", case.get), ("POST", case.post)):
             if expected is None:
                 continue
-            for role in ROLES:  # least to most privileged: a refused write leaves the data as is
+            # Least to most privileged: a refused write leaves the data as is.
+            for role in (r for r in WALK_ORDER if r in expected):
                 client = Client()
                 if role != "anonymous":
                     client.force_login(world["users"][role])

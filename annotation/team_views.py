@@ -1,0 +1,88 @@
+"""A study's team page (/manage/studies/<id>/team/): its members, their progress per site and
+per clinician, adding and removing members.
+
+For platform admins and the study's leads (annotation.membership.study_led_for: 404 for anyone
+else, as for a study that does not exist). The writes are membership's services; the reads
+team_selectors'.
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from .forms import MemberAddForm
+from .membership import (
+    led_study_ids,
+    member_add_by_username,
+    member_get,
+    member_remove_checked,
+    study_led_for,
+)
+from .models import Study, StudyMember
+from .roles import AuthenticatedHttpRequest, is_admin
+from .team_selectors import team_members, team_progress
+
+
+def _team_url(study: Study, anchor: str = "members") -> str:
+    return f"{reverse('annotation:manage_team', args=[study.pk])}#{anchor}"
+
+
+def _page(
+    request: AuthenticatedHttpRequest, study: Study, form: MemberAddForm, *, status: int = 200
+) -> HttpResponse:
+    context = {
+        "study": study,
+        "is_admin": is_admin(request.user),
+        "members": team_members(study=study, viewer=request.user),
+        "team": team_progress(study=study),
+        "form": form,
+    }
+    return render(request, "annotation/team.html", context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def team(request: AuthenticatedHttpRequest, study_id: int) -> HttpResponse:
+    study = study_led_for(user=request.user, study_id=study_id)
+    if request.method != "POST":
+        return _page(request, study, MemberAddForm())
+    form = MemberAddForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            member, created = member_add_by_username(
+                study=study, username=data["username"], role=data["role"], site=data["site"]
+            )
+        except ValueError as exc:
+            form.add_error("username", str(exc))
+        else:
+            who, role = member.user.get_username(), member.role
+            site = f" (site: {member.site})" if member.site else ""
+            messages.success(
+                request,
+                f"{who} added as {role}{site}."
+                if created
+                else f"{who} was already {role} in this study{site}.",
+            )
+            return redirect(_team_url(study))
+    return _page(request, study, form, status=422)
+
+
+@require_POST
+@login_required
+def member_remove(request: AuthenticatedHttpRequest, study_id: int, member_id: int) -> HttpResponse:
+    study = study_led_for(user=request.user, study_id=study_id)
+    member: StudyMember = member_get(study=study, member_id=member_id)
+    try:
+        member_remove_checked(member=member, actor=request.user)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect(_team_url(study))
+    messages.success(request, f"{member.user.get_username()} is no longer {member.role} here.")
+    # A lead who left (another lead remains) may no longer open this page.
+    if study.pk not in led_study_ids(user=request.user):
+        return redirect("home")
+    return redirect(_team_url(study))
