@@ -106,7 +106,12 @@ def _send_once(user: User, message: _Message) -> bool:
     try:
         with transaction.atomic():
             MailSent.objects.create(
-                user=user, kind=message.kind, key=message.key, subject=subject, study=message.study
+                user=user,
+                kind=message.kind,
+                key=message.key,
+                # A study's name may take the whole field: the record keeps the subject's start.
+                subject=subject[: MailSent._meta.get_field("subject").max_length],
+                study=message.study,
             )
             EmailMessage(
                 subject,

@@ -385,3 +385,17 @@ def test_the_beat_task_sends_deadline_reminders_and_digests(smtp, settings, db):
     tasks.reminders_send()
     _arrived(inbox, 2)
     assert {m["To"] for m in inbox.messages} == {"tia@hospital.example", "dr_task@hospital.example"}
+
+
+def test_a_study_name_as_long_as_allowed_still_gets_its_mail_recorded(smtp, db):
+    inbox, _ = smtp
+    name = "A very long study name " + "x" * 177
+    study = study_make(name=name, conversations=1)
+    study.deadline = date(2027, 3, 10)
+    study.save(update_fields=["deadline"])
+    assignments_create(study=study, clinicians=[_clinician("dr_long")])
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 9))) == 1
+    _arrived(inbox, 1)
+    assert inbox.messages[0]["Subject"].strip().endswith("” is due tomorrow")
+    (record,) = MailSent.objects.all()
+    assert len(record.subject) == 200 and record.subject.startswith("[MentalBench] “A very long")
