@@ -5,9 +5,11 @@ nothing; the purge is recorded; afterwards no row anywhere points at what was de
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 from django.apps import apps
+from django.core.files.base import ContentFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import models
@@ -239,3 +241,17 @@ def test_a_purge_that_fails_leaves_the_study_whole(two_studies, monkeypatch):
     with pytest.raises(RuntimeError):
         study_purge(name="Purge me")
     assert _rows_of(doomed) == before
+
+
+def test_a_jobs_files_go_only_once_the_purge_is_committed(
+    two_studies, django_capture_on_commit_callbacks
+):
+    doomed, *_ = two_studies
+    job = Job.objects.get(study=doomed)
+    job.result_file.save("release.zip", ContentFile(b"zip"), save=True)
+    path = job.result_file.path
+    study_purge(name="Purge me", dry_run=True)
+    assert os.path.exists(path)  # a dry run touches no file
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        study_purge(name="Purge me")
+    assert len(callbacks) == 1 and not os.path.exists(path)
