@@ -7,12 +7,17 @@ from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from annotation.admin import ViewOnlyAdmin
 from annotation.services.rating import username_clean
 
-from .models import ErasureRecord, SignInEvent, TokenName, TotpCodeUse
+from .models import ErasureRecord, SignInEvent, StudyPurgeRecord, TokenName, TotpCodeUse
 
 
 @admin.register(ErasureRecord)
 class ErasureRecordAdmin(ViewOnlyAdmin):
     list_display = ["erased_at", "account_id", "erased_by", "reason"]
+
+
+@admin.register(StudyPurgeRecord)
+class StudyPurgeRecordAdmin(ViewOnlyAdmin):
+    list_display = ["purged_at", "study_id", "study_name", "purged_by", "reason"]
 
 
 @admin.register(SignInEvent)

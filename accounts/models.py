@@ -74,3 +74,26 @@ class ErasureRecord(models.Model):
 
     def __str__(self) -> str:
         return f"account {self.account_id} erased at {self.erased_at:%Y-%m-%d %H:%M}"
+
+
+class StudyPurgeRecord(models.Model):
+    """That a whole study was deleted (`manage.py purge_study`), by whom and when: its name and
+    number, and counts of what went, by kind. The study's data is gone; this row is what is left
+    of it, so an audit can tell a purged study from one that never existed."""
+
+    study_id = models.PositiveIntegerField(help_text="the purged study's number")
+    study_name = models.CharField(max_length=200)
+    purged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    purged_at = models.DateTimeField(auto_now_add=True)
+    reason = models.CharField(max_length=200, blank=True, help_text="e.g. the request's reference")
+    removed = models.JSONField(default=dict, help_text="what was deleted, by kind: counts")
+
+    class Meta:
+        ordering = ["-purged_at", "-id"]
+
+    def __str__(self) -> str:
+        return (
+            f"study {self.study_id} ({self.study_name}) purged at {self.purged_at:%Y-%m-%d %H:%M}"
+        )

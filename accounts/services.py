@@ -1,6 +1,8 @@
 """Writes of the accounts app: researchers' own API tokens (knox: only a SHA-512 digest of a
-token is stored), the sign-in log, the TOTP codes already used, and forgot-password e-mails."""
+token is stored), the sign-in log, the TOTP codes already used, forgot-password e-mails, and
+the data-protection deletions: a person's data erased on request, a whole study purged."""
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -8,12 +10,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import ProtectedError, Q
 from django.utils import timezone
 from knox.models import AuthToken
 
 from annotation.roles import can_read_analysis
 
-from .models import ErasureRecord, SignInEvent, TokenName, TotpCodeUse
+from .models import ErasureRecord, SignInEvent, StudyPurgeRecord, TokenName, TotpCodeUse
 from .selectors import api_tokens_live, two_factor_required, two_factor_used, user_has_totp
 
 
@@ -221,3 +224,113 @@ def person_erase(*, user_id: int, actor=None, reason: str = "") -> ErasureRecord
         reason=reason,
         removed={k: v for k, v in removed.items() if v},
     )
+
+
+class StudyPurgeError(ValueError):
+    """A purge that cannot be done; the message says why. Nothing was deleted."""
+
+
+@dataclass(frozen=True)
+class StudyPurge:
+    """What a purge deleted (or, on a dry run, would delete), by model: counts."""
+
+    study_id: int
+    study_name: str
+    removed: dict[str, int]
+    record: StudyPurgeRecord | None  # None on a dry run
+
+
+def study_purge(*, name: str, actor=None, reason: str = "", dry_run: bool = False) -> StudyPurge:
+    """Delete the study called `name` entirely, in one transaction: its ratings and their scores
+    and change logs, label annotations, assignments and their items, judge and generation runs
+    with their items and batches, consent texts and records, conversations and responses,
+    samples, memberships, training outcomes, study codes, jobs (and, once committed, their
+    files), export log entries, webhooks limited to it, e-mail records; then the judge raters
+    that rated nothing anywhere else. Clinician raters, responders and the rubric are shared
+    with other studies and stay. Recorded in `StudyPurgeRecord` (name, number, counts).
+
+    With `dry_run` everything is deleted inside the transaction and then rolled back, so the
+    counts are exactly what a real purge would delete and nothing changes. Ratings, assignment
+    items, run items and consent records protect what they point at, so children go first; if
+    anything fails, the transaction leaves the study whole.
+    """
+    from analysis.models import ExportLog, Job
+    from annotation.models import (
+        Assignment,
+        ConsentRecord,
+        Conversation,
+        LabelAnnotation,
+        Rater,
+        Rating,
+        Study,
+    )
+    from judging.models import Run
+
+    removed: Counter[str] = Counter()
+
+    def gone(queryset) -> None:
+        removed.update({label: n for label, n in queryset.delete()[1].items() if n})
+
+    with transaction.atomic():
+        study = Study.objects.select_for_update().filter(name=name).first()
+        if study is None:
+            raise StudyPurgeError(f"no study named {name!r}")
+        study_id, study_name = study.pk, study.name
+        # Three queries rather than one join over all three: a judge's rows multiply otherwise.
+        judge = Q(rater__kind=Rater.Kind.JUDGE)
+        judges = (
+            set(
+                Rating.objects.filter(judge, response__conversation__study=study)
+                .values_list("rater_id", flat=True)
+                .distinct()
+            )
+            | set(
+                LabelAnnotation.objects.filter(judge, conversation__study=study)
+                .values_list("rater_id", flat=True)
+                .distinct()
+            )
+            | set(Run.objects.filter(judge, study=study).values_list("rater_id", flat=True))
+        )
+        gone(Rating.objects.filter(Q(response__conversation__study=study) | Q(run__study=study)))
+        gone(LabelAnnotation.objects.filter(Q(conversation__study=study) | Q(run__study=study)))
+        gone(Assignment.objects.filter(conversation__study=study))
+        gone(Run.objects.filter(study=study))
+        gone(ConsentRecord.objects.filter(consent_text__study=study))
+        jobs = Job.objects.filter(study=study)
+        files = [
+            (field.storage, field.name)
+            for job in jobs
+            for field in (job.input_file, job.result_file)
+            if field.name
+        ]
+        gone(jobs)
+        gone(ExportLog.objects.filter(study=study))
+        gone(Conversation.objects.filter(study=study))
+        gone(Study.objects.filter(pk=study_id))  # and every row that cascades from it
+        for rater_id in sorted(judges):
+            try:
+                # A judge that still rated or ran anywhere else is protected by those rows and
+                # stays; the savepoint keeps that refusal from spoiling the transaction.
+                with transaction.atomic():
+                    gone(Rater.objects.filter(pk=rater_id))
+            except ProtectedError:
+                continue
+        counts = dict(sorted(removed.items()))
+        if dry_run:
+            transaction.set_rollback(True)
+            return StudyPurge(study_id, study_name, counts, record=None)
+        record = StudyPurgeRecord.objects.create(
+            study_id=study_id,
+            study_name=study_name,
+            purged_by=actor,
+            reason=reason,
+            removed=counts,
+        )
+
+        # Files are not transactional: they go only once the deletion is committed.
+        def files_delete() -> None:
+            for storage, path in files:
+                storage.delete(path)
+
+        transaction.on_commit(files_delete)
+    return StudyPurge(study_id, study_name, counts, record=record)

@@ -724,8 +724,8 @@ class AssignmentChange(models.Model):
 
 class MailPreference(models.Model):
     """A person's answer to the unsubscribe link: from `unsubscribed_at` on, the platform sends
-    them no e-mail it decides to send (invitations, reminders). A password link they ask for
-    themselves is still sent."""
+    them no e-mail it decides to send (invitations, reminders, digests). A password link they
+    ask for themselves is still sent."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mail_preference"
@@ -738,11 +738,15 @@ class MailPreference(models.Model):
 
 class MailSent(models.Model):
     """Each e-mail the platform sent of its own accord, once: (user, kind, key) is unique, so a
-    reminder for one pause in someone's work is sent once however often the check runs."""
+    reminder for one pause in someone's work (one deadline of a study, one week's digest) is sent
+    once however often the check runs."""
 
     class Kind(models.TextChoices):
         INVITATION = "invitation", "Invitation"
         REMINDER = "reminder", "Reminder"
+        DEADLINE = "deadline", "Deadline reminder"
+        DEADLINE_PASSED = "deadline_passed", "Deadline passed"
+        DIGEST = "digest", "Weekly digest to a lead"
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mail_sent"

@@ -24,8 +24,12 @@ def invitation_mail_send(user_id: int, study_id: int | None = None) -> None:
 
 @shared_task(ignore_result=True, **_RETRY)
 def reminders_send() -> None:
-    """Periodic (Celery beat): remind clinicians whose assigned work has paused."""
+    """Periodic (Celery beat): remind clinicians whose assigned work has paused or whose study's
+    deadline is near or passed, and send the leads' weekly digests. Each message is sent once
+    (MailSent), so a retry after a relay failure sends only what had not gone yet."""
     mail.reminders_send()
+    mail.deadline_reminders_send()
+    mail.lead_digests_send()
 
 
 @shared_task(ignore_result=True)

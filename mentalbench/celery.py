@@ -44,7 +44,7 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
     sender.add_periodic_task(
         remind,
         sender.signature("annotation.tasks.reminders_send"),
-        name="annotation: e-mail clinicians whose assigned work has paused",
+        name="annotation: e-mail reminders (paused work, deadlines) and the leads' digests",
         expires=remind.total_seconds(),
     )
     poll = timedelta(seconds=settings.JUDGING_BATCH_POLL_SECONDS)

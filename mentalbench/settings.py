@@ -728,6 +728,16 @@ if MAIL_REMINDER_CHECK_SECONDS < 60:
     raise ImproperlyConfigured(
         f"MAIL_REMINDER_CHECK_SECONDS must be at least 60, got {MAIL_REMINDER_CHECK_SECONDS}"
     )
+# How many days before a study's deadline each clinician with open work in it is reminded (once
+# per deadline; 0: no reminder before it), and whether they hear once more when it has passed.
+MAIL_DEADLINE_REMIND_DAYS = envint("MAIL_DEADLINE_REMIND_DAYS", 3)
+if MAIL_DEADLINE_REMIND_DAYS < 0:
+    raise ImproperlyConfigured(
+        f"MAIL_DEADLINE_REMIND_DAYS must be 0 or more, got {MAIL_DEADLINE_REMIND_DAYS}"
+    )
+MAIL_DEADLINE_PASSED = envbool("MAIL_DEADLINE_PASSED", True)
+# Whether each study's leads get a weekly e-mail of its progress (counts only).
+MAIL_LEAD_DIGEST = envbool("MAIL_LEAD_DIGEST", True)
 
 # Two-factor: TOTP apps with one-time recovery codes.
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]

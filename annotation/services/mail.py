@@ -1,18 +1,20 @@
-"""E-mail the platform sends of its own accord: an invitation with a set-password link, and a
-reminder when a clinician's assigned work has not moved for the study's `remind_after_days`.
+"""E-mail the platform sends of its own accord: an invitation with a set-password link, a
+reminder when a clinician's assigned work has not moved for the study's `remind_after_days`, a
+reminder before a study's deadline (and once after it passed), and a weekly digest of a study's
+progress to its leads.
 
 Sent by the upkeep worker (annotation.tasks), never from a web request, through Django's e-mail
 backend (SMTP where EMAIL_HOST is set, the worker's log otherwise). Every message carries an
 unsubscribe link, honoured at once (`MailPreference`), and is recorded once (`MailSent`). No
-message names a responder or a system, nor another clinician: a study's name, a count of
-conversations, and links.
+message names a responder or a system, nor another clinician: a study's name, counts of
+conversations (and, to a lead, of clinicians per site), dates, and links.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -20,14 +22,14 @@ from django.contrib.auth.models import User
 from django.core import signing
 from django.core.mail import EmailMessage
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db.models import Count, Max, Q
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from ..models import Assignment, MailPreference, MailSent, Study
+from ..models import Assignment, MailPreference, MailSent, Study, StudyMember
 from ..tokens import password_token_generator
 
 logger = logging.getLogger(__name__)
@@ -104,7 +106,12 @@ def _send_once(user: User, message: _Message) -> bool:
     try:
         with transaction.atomic():
             MailSent.objects.create(
-                user=user, kind=message.kind, key=message.key, subject=subject, study=message.study
+                user=user,
+                kind=message.kind,
+                key=message.key,
+                # A study's name may take the whole field: the record keeps the subject's start.
+                subject=subject[: MailSent._meta.get_field("subject").max_length],
+                study=message.study,
             )
             EmailMessage(
                 subject,
@@ -194,6 +201,277 @@ def reminders_send(*, now: datetime | None = None) -> int:
                 key=f"reminder:{study.pk}:{row['last'].isoformat()}",
                 subject=f"Your work in “{study.name}” is waiting",
                 body=body,
+                study=study,
+            ),
+        )
+    return sent
+
+
+# --- Deadlines and the leads' digest -------------------------------------------------------------
+
+#: A deadline that passed longer ago than this gets no "deadline passed" e-mail: the check catches
+#: up after a worker was down for days, but a study whose deadline is long past (or the first
+#: check after this feature is deployed) does not greet its clinicians with old news.
+DEADLINE_PASSED_WITHIN_DAYS = 7
+
+
+def _real_work(study: Study):
+    """A study's assignments that count as work: neither practice nor reclaimed (reclaimed work
+    went to someone else)."""
+    return (
+        Assignment.objects.filter(conversation__study=study, conversation__practice=False)
+        .exclude(kind=Assignment.Kind.PRACTICE)
+        .exclude(status=Assignment.Status.RECLAIMED)
+    )
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _day(value: date) -> str:
+    return f"{value:%A} {value.day} {value:%B %Y}"
+
+
+def deadline_reminders_send(*, now: datetime | None = None) -> int:
+    """E-mail each clinician with open work in a study whose deadline is near: once when it is
+    `MAIL_DEADLINE_REMIND_DAYS` days away or less (not after it), and, with
+    `MAIL_DEADLINE_PASSED`, once after it passed with work still open. Each is recorded under
+    the study and the deadline's date, so a moved deadline is announced again, an unchanged one
+    never twice. Work that waits on the clinician's training result is not theirs to do yet and
+    is not counted. Returns how many were sent."""
+    from ..training import waiting_for_training_q  # training imports the services' neighbours
+
+    now = now or timezone.now()
+    today = timezone.localdate(now)
+    before = settings.MAIL_DEADLINE_REMIND_DAYS
+    nothing = Q(pk__in=[])
+    due = Q(deadline__gte=today, deadline__lte=today + timedelta(days=before))
+    passed = Q(
+        deadline__lt=today, deadline__gte=today - timedelta(days=DEADLINE_PASSED_WITHIN_DAYS)
+    )
+    wanted = (due if before else nothing) | (passed if settings.MAIL_DEADLINE_PASSED else nothing)
+    sent = 0
+    User = get_user_model()
+    queue = _site(reverse("annotation:queue"))
+    for study in Study.objects.filter(deadline__isnull=False).filter(wanted).order_by("pk"):
+        deadline = study.deadline
+        assert deadline is not None  # filtered above; for the type checker
+        open_work = _real_work(study).filter(
+            status__in=Assignment.OPEN_STATUSES,
+            rater__user__isnull=False,
+            rater__user__is_active=True,
+        )
+        user_ids = sorted(set(open_work.values_list("rater__user_id", flat=True)))
+        for user in User.objects.filter(pk__in=user_ids).order_by("pk"):
+            waiting = (
+                open_work.filter(rater__user=user)
+                .exclude(waiting_for_training_q(user=user))
+                .values("conversation_id")
+                .distinct()
+                .count()
+            )
+            if not waiting:
+                continue
+            conversations = _plural(waiting, "conversation")
+            if deadline >= today:
+                left = deadline - today
+                when = (
+                    "today"
+                    if not left.days
+                    else "tomorrow"
+                    if left.days == 1
+                    else f"in {left.days} days"
+                )
+                message = _Message(
+                    MailSent.Kind.DEADLINE,
+                    key=f"deadline:{study.pk}:{deadline.isoformat()}",
+                    subject=f"“{study.name}” is due {when}",
+                    body=(
+                        f"Hello {user.get_username()},\n\nThe study “{study.name}” is due on "
+                        f"{_day(deadline)} ({when}). {conversations} assigned to you in it "
+                        f"{'is' if waiting == 1 else 'are'} still open. Your drafts are kept: "
+                        f"continue at {queue}"
+                    ),
+                    study=study,
+                )
+            else:
+                message = _Message(
+                    MailSent.Kind.DEADLINE_PASSED,
+                    key=f"deadline_passed:{study.pk}:{deadline.isoformat()}",
+                    subject=f"The deadline of “{study.name}” has passed",
+                    body=(
+                        f"Hello {user.get_username()},\n\nThe study “{study.name}” was due on "
+                        f"{_day(deadline)}; {conversations} assigned to you in it "
+                        f"{'is' if waiting == 1 else 'are'} still open. If you can still finish "
+                        f"{'it' if waiting == 1 else 'them'}, your drafts are kept at {queue}"
+                    ),
+                    study=study,
+                )
+            sent += _send_once(user, message)
+    return sent
+
+
+@dataclass
+class SiteProgress:
+    """A site's (or the whole study's) clinicians and their work, counts only."""
+
+    site: str
+    clinicians: int = 0
+    not_started: int = 0
+    overdue: int = 0
+    tasks: int = 0
+    submitted: int = 0
+    submitted_week: int = 0
+    open: int = 0
+    flagged: int = 0
+
+    def add(self, other: SiteProgress) -> None:
+        for name in (
+            "clinicians",
+            "not_started",
+            "overdue",
+            "tasks",
+            "submitted",
+            "submitted_week",
+            "open",
+            "flagged",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def lines(self) -> list[str]:
+        return [
+            f"  tasks (one conversation for one clinician): {self.tasks} assigned, "
+            f"{self.submitted} submitted ({self.submitted_week} in the last 7 days), "
+            f"{self.open} open, {self.flagged} flagged",
+            f"  clinicians with work: {self.clinicians}; not started: {self.not_started}; "
+            f"overdue: {self.overdue}",
+        ]
+
+
+@dataclass
+class StudyProgress:
+    """What a lead's digest reports of a study: conversations, then the clinicians' work over
+    all sites and per site."""
+
+    conversations: int
+    conversations_done: int
+    total: SiteProgress
+    sites: list[SiteProgress]
+
+
+NO_SITE = "no site given"
+
+
+def study_progress(*, study: Study, now: datetime) -> StudyProgress:
+    """A study's progress for its leads: conversations given to clinicians and those whose every
+    task is submitted; the tasks and clinicians of the whole study, then of each site (a
+    clinician's site is their clinician membership's, `StudyMember.site`). A task is one
+    conversation for one clinician; practice and reclaimed work are left out. A clinician is
+    *not started* when none of their work is started or done, *overdue* with open work after
+    the deadline."""
+    today = timezone.localdate(now)
+    overdue_now = study.deadline is not None and study.deadline < today
+    week_ago = now - timedelta(days=7)
+    per_rater = (
+        _real_work(study)
+        .values("rater_id", "rater__user_id")
+        .annotate(
+            tasks=Count("id"),
+            submitted=Count("id", filter=Q(status=Assignment.Status.SUBMITTED)),
+            submitted_week=Count(
+                "id",
+                filter=Q(status=Assignment.Status.SUBMITTED, submitted_at__gte=week_ago),
+            ),
+            open=Count("id", filter=Q(status__in=Assignment.OPEN_STATUSES)),
+            flagged=Count("id", filter=Q(status=Assignment.Status.FLAGGED)),
+            untouched=Count(
+                "id", filter=Q(status=Assignment.Status.PENDING, started_at__isnull=True)
+            ),
+        )
+        .order_by()
+    )
+    sites = dict(
+        StudyMember.objects.filter(study=study, role=StudyMember.Role.CLINICIAN).values_list(
+            "user_id", "site"
+        )
+    )
+    total = SiteProgress(site="all sites")
+    by_site: dict[str, SiteProgress] = {}
+    for row in per_rater:
+        one = SiteProgress(
+            site=sites.get(row["rater__user_id"]) or NO_SITE,
+            clinicians=1,
+            not_started=int(row["untouched"] == row["tasks"]),
+            overdue=int(overdue_now and row["open"] > 0),
+            tasks=row["tasks"],
+            submitted=row["submitted"],
+            submitted_week=row["submitted_week"],
+            open=row["open"],
+            flagged=row["flagged"],
+        )
+        total.add(one)
+        by_site.setdefault(one.site, SiteProgress(site=one.site)).add(one)
+    conversations = (
+        _real_work(study)
+        .values("conversation_id")
+        .annotate(undone=Count("id", filter=~Q(status=Assignment.Status.SUBMITTED)))
+        .order_by()
+    )
+    return StudyProgress(
+        conversations=len(conversations),
+        conversations_done=sum(1 for row in conversations if not row["undone"]),
+        total=total,
+        sites=[by_site[name] for name in sorted(by_site)],
+    )
+
+
+def lead_digests_send(*, now: datetime | None = None) -> int:
+    """With `MAIL_LEAD_DIGEST`, one e-mail per ISO week to each lead of each study that has work
+    assigned (`StudyMember` role lead): its progress, as counts, overall and per site. The
+    first check of a week sends it (Mondays, soon after midnight, while the worker runs);
+    recorded under the study and the week. Returns how many were sent."""
+    if not settings.MAIL_LEAD_DIGEST:
+        return 0
+    now = now or timezone.now()
+    year, week, _ = timezone.localdate(now).isocalendar()
+    leads = (
+        StudyMember.objects.filter(role=StudyMember.Role.LEAD, user__is_active=True)
+        .select_related("study", "user")
+        .order_by("study_id", "user_id")
+    )
+    sent = 0
+    progress: dict[int, StudyProgress] = {}
+    for member in leads:
+        study = member.study
+        if study.pk not in progress:
+            progress[study.pk] = study_progress(study=study, now=now)
+        report = progress[study.pk]
+        if not report.total.tasks:
+            continue  # nothing assigned yet: nothing to report
+        due = f"Deadline: {_day(study.deadline)}." if study.deadline else "No deadline is set."
+        parts = [
+            f"Hello {member.user.get_username()},\n\nThe week's progress of the study "
+            f"“{study.name}”, which you lead. {due}\n",
+            f"Conversations given to clinicians: {report.conversations}, of which "
+            f"{report.conversations_done} are done (every task submitted).\n",
+            "All sites:",
+            *report.total.lines(),
+        ]
+        if len(report.sites) > 1 or report.sites[0].site != NO_SITE:
+            for site in report.sites:
+                parts += ["", f"{site.site}:", *site.lines()]
+        parts.append(
+            "\nThe study's pages: "
+            + _site(reverse("analysis:dashboard", kwargs={"study_id": study.pk}))
+        )
+        sent += _send_once(
+            member.user,
+            _Message(
+                MailSent.Kind.DIGEST,
+                key=f"digest:{study.pk}:{year}-W{week:02d}",
+                subject=f"Weekly progress of “{study.name}”",
+                body="\n".join(parts),
                 study=study,
             ),
         )

@@ -1,7 +1,8 @@
 """E-mail that clinicians get, end to end against a real SMTP server on loopback (aiosmtpd):
 an admin invites two clinicians → the invitations arrive → both set their passwords → one
 finishes, the other pauses and gets exactly one reminder on the simulated schedule → that one
-unsubscribes and gets nothing more. A relay that is down loses no reminder."""
+unsubscribes and gets nothing more. A relay that is down loses no reminder. Reminders before a
+study's deadline and after it, once per deadline; the leads' weekly digest, counts only."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import email.policy
 import re
 import socket
 import time
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
 from urllib.parse import urlsplit
 
 import pytest
@@ -20,9 +21,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Assignment, MailSent, Rater
+from annotation.membership import CLINICIAN, LEAD, member_add
+from annotation.models import Assignment, Conversation, MailSent, Rater
 from annotation.services import assignments_create, mail
-from tests.factories import study_make
+from tests.factories import clinician_make, study_make, user_make
 
 SITE_URL = "https://mentalbench.hospital.example"
 
@@ -90,9 +92,10 @@ def _link(message, path_prefix: str) -> str:
 def _blind(message, study) -> None:
     """No message names a responder or a system."""
     body = message.get_content()
-    for name in study.conversations.values_list("responses__responder__name", flat=True):
+    responses = study.conversations.filter(responses__isnull=False)
+    for name in responses.values_list("responses__responder__name", flat=True):
         assert name not in body
-    for key in study.conversations.values_list("responses__responder__key", flat=True):
+    for key in responses.values_list("responses__responder__key", flat=True):
         assert key not in body
 
 
@@ -212,3 +215,187 @@ def test_reminders_are_checked_by_celery_beat():
     app.loader.import_default_modules()
     tasks = {entry["task"] for entry in app.conf.beat_schedule.values()}
     assert "annotation.tasks.reminders_send" in tasks
+
+
+def _at(day: date, hour: int = 9) -> datetime:
+    return datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
+
+
+def _clinician(username: str):
+    rater = clinician_make(username=username)
+    rater.user.email = f"{username}@hospital.example"
+    rater.user.save(update_fields=["email"])
+    return rater
+
+
+def test_deadline_reminders_once_per_deadline_and_not_after_unsubscribing(smtp, settings, db):
+    inbox, _ = smtp
+    settings.MAIL_DEADLINE_REMIND_DAYS, settings.MAIL_DEADLINE_PASSED = 3, True
+    study = study_make(name="Deadline study", conversations=4)
+    study.deadline = date(2027, 3, 10)  # a Wednesday
+    study.save(update_fields=["deadline"])
+    ids = list(study.conversations.order_by("external_id").values_list("pk", flat=True))
+    busy, done, training = (_clinician(u) for u in ("dr_busy", "dr_done", "dr_training"))
+    assignments_create(study=study, clinicians=[busy], conversations=ids[:2])
+    assignments_create(study=study, clinicians=[done], conversations=ids[2:3])
+    assignments_create(study=study, clinicians=[training], conversations=ids[3:])
+    Assignment.objects.filter(rater=done).update(status=Assignment.Status.SUBMITTED)
+    # dr_training has practice to do first: their real work is not theirs to do yet.
+    practice = Conversation.objects.create(
+        study=study, external_id="p0", context="x", practice=True
+    )
+    Assignment.objects.create(rater=training, conversation=practice, kind=Assignment.Kind.PRACTICE)
+
+    # Four days before: nothing; three days before: one reminder, to dr_busy only; then
+    # nothing more for that deadline however often the check runs, the deadline day included.
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 6))) == 0
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 7))) == 1
+    for day, hour in ((7, 10), (8, 0), (9, 23), (10, 9)):
+        assert mail.deadline_reminders_send(now=_at(date(2027, 3, day), hour)) == 0
+    _arrived(inbox, 1)
+    (before,) = inbox.to("dr_busy@hospital.example")
+    assert before["Subject"].strip() == "[MentalBench] “Deadline study” is due in 3 days"
+    body = before.get_content()
+    assert "Wednesday 10 March 2027" in body and "2 conversations" in body
+    assert _link(before, "/rate/") == reverse("annotation:queue")
+    assert before["List-Unsubscribe"].strip().startswith(f"<{SITE_URL}/mail/unsubscribe/")
+    _blind(before, study)
+
+    # The day after: once more, that the deadline passed; then nothing.
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 11))) == 1
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 12))) == 0
+    _arrived(inbox, 2)
+    passed = inbox.messages[1]
+    assert passed["To"] == "dr_busy@hospital.example" and "passed" in passed["Subject"]
+    _blind(passed, study)
+
+    # The lead moves the deadline: the new date is announced once.
+    study.deadline = date(2027, 3, 20)
+    study.save(update_fields=["deadline"])
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 17))) == 1
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 18))) == 0
+    _arrived(inbox, 3)
+    assert "Saturday 20 March 2027" in inbox.messages[2].get_content()
+
+    # dr_busy unsubscribes: the passed deadline brings nothing.
+    assert Client().post(_link(inbox.messages[2], "/mail/unsubscribe/")).status_code == 200
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 21))) == 0
+    time.sleep(0.3)
+    assert len(inbox.messages) == 3
+    assert list(MailSent.objects.order_by("id").values_list("kind", "key")) == [
+        ("deadline", f"deadline:{study.pk}:2027-03-10"),
+        ("deadline_passed", f"deadline_passed:{study.pk}:2027-03-10"),
+        ("deadline", f"deadline:{study.pk}:2027-03-20"),
+    ]
+
+
+def test_no_deadline_mail_for_a_deadline_long_past_or_without_a_deadline(smtp, db):
+    inbox, _ = smtp
+    study = study_make(name="Old study", conversations=1)
+    assignments_create(study=study, clinicians=[_clinician("dr_old")])
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 1))) == 0  # no deadline
+    study.deadline = date(2027, 1, 1)
+    study.save(update_fields=["deadline"])
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 1))) == 0  # long past
+    time.sleep(0.2)
+    assert not inbox.messages
+
+
+def test_weekly_digest_to_each_lead_with_counts_per_site(smtp, db):
+    inbox, _ = smtp
+    study = study_make(name="Digest study", conversations=4)
+    study.deadline = date(2027, 3, 3)
+    study.save(update_fields=["deadline"])
+    lead = user_make(username="lead_lee", email="lee@hospital.example")
+    member_add(study=study, user=lead, role=LEAD)
+    user_make(username="admin_ann", email="ann@hospital.example", role="admin")  # not a lead
+    ids = list(study.conversations.order_by("external_id").values_list("pk", flat=True))
+    north, south_idle, south_done = (_clinician(u) for u in ("dr_n", "dr_s1", "dr_s2"))
+    assignments_create(study=study, clinicians=[north], conversations=ids[:2])
+    assignments_create(study=study, clinicians=[south_idle], conversations=ids[2:3])
+    assignments_create(study=study, clinicians=[south_done], conversations=ids[3:])
+    member_add(study=study, user=north.user, role=CLINICIAN, site="North Hospital")
+    member_add(study=study, user=south_idle.user, role=CLINICIAN, site="South Clinic")
+    member_add(study=study, user=south_done.user, role=CLINICIAN, site="South Clinic")
+    monday = date(2027, 3, 1)
+    sunday = _at(monday - timedelta(days=1))
+    first, second = Assignment.objects.filter(rater=north).order_by("id")
+    Assignment.objects.filter(pk=first.pk).update(
+        status=Assignment.Status.SUBMITTED, started_at=sunday, submitted_at=sunday
+    )
+    Assignment.objects.filter(pk=second.pk).update(
+        status=Assignment.Status.IN_PROGRESS, started_at=sunday
+    )
+    Assignment.objects.filter(rater=south_done).update(
+        status=Assignment.Status.SUBMITTED, started_at=sunday, submitted_at=sunday
+    )
+
+    # Monday morning: one digest, to the lead only; nothing more that week.
+    assert mail.lead_digests_send(now=_at(monday)) == 1
+    for day in (1, 2, 6):
+        assert mail.lead_digests_send(now=_at(monday + timedelta(days=day), 20)) == 0
+    _arrived(inbox, 1)
+    (digest,) = inbox.to("lee@hospital.example")
+    assert digest["Subject"].strip() == "[MentalBench] Weekly progress of “Digest study”"
+    body = digest.get_content().replace("\r\n", "\n")
+    assert "Conversations given to clinicians: 4, of which 2 are done" in body
+    assert "Deadline: Wednesday 3 March 2027." in body
+    all_sites, north_part, south_part = body.split("\n\n")[3:6]
+    assert "4 assigned, 2 submitted (2 in the last 7 days), 2 open, 0 flagged" in all_sites
+    assert "clinicians with work: 3; not started: 1; overdue: 0" in all_sites
+    assert north_part.startswith("North Hospital:")
+    assert "2 assigned, 1 submitted (1 in the last 7 days), 1 open" in north_part
+    assert "clinicians with work: 1; not started: 0; overdue: 0" in north_part
+    assert south_part.startswith("South Clinic:")
+    assert "2 assigned, 1 submitted (1 in the last 7 days), 1 open" in south_part
+    assert "clinicians with work: 2; not started: 1; overdue: 0" in south_part
+    assert f"/analysis/studies/{study.pk}/" in body
+    for username in ("dr_n", "dr_s1", "dr_s2"):
+        assert username not in body  # counts only
+    _blind(digest, study)
+
+    # The next Monday: the week's digest, the deadline now passed.
+    assert mail.lead_digests_send(now=_at(monday + timedelta(days=7))) == 1
+    _arrived(inbox, 2)
+    body = inbox.messages[1].get_content()
+    assert "4 assigned, 2 submitted (0 in the last 7 days), 2 open, 0 flagged" in body
+    assert "clinicians with work: 3; not started: 1; overdue: 2" in body
+
+    # The lead unsubscribes: no digest the week after.
+    assert Client().post(_link(inbox.messages[1], "/mail/unsubscribe/")).status_code == 200
+    assert mail.lead_digests_send(now=_at(monday + timedelta(days=14))) == 0
+    time.sleep(0.3)
+    assert len(inbox.messages) == 2
+    assert set(MailSent.objects.values_list("kind", flat=True)) == {"digest"}
+
+
+def test_the_beat_task_sends_deadline_reminders_and_digests(smtp, settings, db):
+    from annotation import tasks
+
+    inbox, _ = smtp
+    study = study_make(name="Task study", conversations=1)
+    study.deadline = timezone.localdate() + timedelta(days=1)
+    study.save(update_fields=["deadline"])
+    member_add(
+        study=study,
+        user=user_make(username="lead_tia", email="tia@hospital.example"),
+        role=LEAD,
+    )
+    assignments_create(study=study, clinicians=[_clinician("dr_task")])
+    tasks.reminders_send()
+    _arrived(inbox, 2)
+    assert {m["To"] for m in inbox.messages} == {"tia@hospital.example", "dr_task@hospital.example"}
+
+
+def test_a_study_name_as_long_as_allowed_still_gets_its_mail_recorded(smtp, db):
+    inbox, _ = smtp
+    name = "A very long study name " + "x" * 177
+    study = study_make(name=name, conversations=1)
+    study.deadline = date(2027, 3, 10)
+    study.save(update_fields=["deadline"])
+    assignments_create(study=study, clinicians=[_clinician("dr_long")])
+    assert mail.deadline_reminders_send(now=_at(date(2027, 3, 9))) == 1
+    _arrived(inbox, 1)
+    assert inbox.messages[0]["Subject"].strip().endswith("” is due tomorrow")
+    (record,) = MailSent.objects.all()
+    assert len(record.subject) == 200 and record.subject.startswith("[MentalBench] “A very long")
