@@ -146,6 +146,21 @@ class MemberAddForm(forms.Form):
     )
 
 
+class MemberInviteForm(forms.Form):
+    """The team page's invitation: a new clinician account, e-mailed a set-password link."""
+
+    username = forms.CharField(max_length=150, help_text="letters, digits and @/./+/-/_ only")
+    email = forms.EmailField(help_text="the invitation goes here")
+    site = forms.CharField(
+        max_length=200, required=False, help_text="hospital or site, for progress per site"
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        # It shares the team page with MemberAddForm: ids of its own, one per element.
+        kwargs.setdefault("auto_id", "id_invite_%s")
+        super().__init__(*args, **kwargs)
+
+
 class ClinicianSampleForm(forms.Form):
     study = forms.ModelChoiceField(queryset=Study.objects.all(), widget=forms.HiddenInput)
     size = forms.IntegerField(

@@ -37,7 +37,8 @@ def _platform_wide(user, roles: Iterable[str]) -> bool:
     held = platform_roles_of(user)
     if ADMIN in held:
         return True
-    return RESEARCHER in held and bool(set(roles) & set(READ_RESULTS))
+    # Reading results only: a platform-wide researcher is nobody's lead or adjudicator.
+    return RESEARCHER in held and MEMBER_RESEARCHER in set(roles)
 
 
 def studies_for(*, user, roles: Iterable[str] = READ_RESULTS) -> QuerySet[Study]:

@@ -8,14 +8,18 @@ team_selectors'.
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .forms import MemberAddForm
+from . import tasks
+from .forms import MemberAddForm, MemberInviteForm
 from .membership import (
+    CLINICIAN,
     led_study_ids,
+    member_add,
     member_add_by_username,
     member_get,
     member_remove_checked,
@@ -23,6 +27,7 @@ from .membership import (
 )
 from .models import Study, StudyMember
 from .roles import AuthenticatedHttpRequest, is_admin
+from .services import clinician_create
 from .team_selectors import team_members, team_progress
 
 
@@ -31,9 +36,15 @@ def _team_url(study: Study, anchor: str = "members") -> str:
 
 
 def _page(
-    request: AuthenticatedHttpRequest, study: Study, form: MemberAddForm, *, status: int = 200
+    request: AuthenticatedHttpRequest,
+    study: Study,
+    form: MemberAddForm,
+    *,
+    invite_form: MemberInviteForm | None = None,
+    status: int = 200,
 ) -> HttpResponse:
     context = {
+        "invite_form": invite_form or MemberInviteForm(),
         "study": study,
         "is_admin": is_admin(request.user),
         "members": team_members(study=study, viewer=request.user),
@@ -69,6 +80,33 @@ def team(request: AuthenticatedHttpRequest, study_id: int) -> HttpResponse:
             )
             return redirect(_team_url(study))
     return _page(request, study, form, status=422)
+
+
+@require_POST
+@login_required
+def invite(request: AuthenticatedHttpRequest, study_id: int) -> HttpResponse:
+    """A new clinician on the team: the account, its membership at its site, and the e-mailed
+    invitation (its set-password link goes to the address only, never to the page)."""
+    study = study_led_for(user=request.user, study_id=study_id)
+    form = MemberInviteForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            with transaction.atomic():
+                user, _ = clinician_create(username=data["username"], email=data["email"])
+                member_add(study=study, user=user, role=CLINICIAN, site=data["site"])
+                # The upkeep worker e-mails the invitation once the account is committed.
+                transaction.on_commit(lambda: tasks.invitation_mail_send.delay(user.pk, study.pk))
+        except ValueError as exc:
+            form.add_error("username", str(exc))
+        else:
+            messages.success(
+                request,
+                f"{user.get_username()} is invited: the set-password link is on its way to "
+                f"{user.email}.",
+            )
+            return redirect(_team_url(study))
+    return _page(request, study, MemberAddForm(), invite_form=form, status=422)
 
 
 @require_POST

@@ -30,6 +30,11 @@ urlpatterns = [
     # A study's team: its platform admins and its leads.
     path("manage/studies/<int:study_id>/team/", team_views.team, name="manage_team"),
     path(
+        "manage/studies/<int:study_id>/team/invite",
+        team_views.invite,
+        name="manage_team_invite",
+    ),
+    path(
         "manage/studies/<int:study_id>/team/<int:member_id>/remove",
         team_views.member_remove,
         name="manage_team_remove",

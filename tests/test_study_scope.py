@@ -245,3 +245,19 @@ def test_the_migration_keeps_everyone_s_access(two_studies):
     assert ("clin-a", alpha.study.name, "clinician") in held
     assert ("dual", bravo.study.name, "clinician") in held
     assert ("dual", alpha.study.name, "clinician") not in held
+
+
+def test_a_platform_wide_researcher_reads_every_study_and_leads_none(two_studies):
+    from django.http import Http404
+
+    from annotation.membership import ADJUDICATOR, study_for
+    from annotation.roles import RESEARCHER, role_add
+
+    people, alpha, bravo = two_studies
+    reader = user_make(username="platform-reader")
+    role_add(user=reader, role=RESEARCHER)
+    assert set(studies_for(user=reader)) == {alpha.study, bravo.study}
+    for roles in ((LEAD,), (ADJUDICATOR,), (CLINICIAN,)):
+        assert not studies_for(user=reader, roles=roles).exists()
+        with pytest.raises(Http404):
+            study_for(user=reader, study_id=alpha.study.pk, roles=roles)

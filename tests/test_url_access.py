@@ -374,6 +374,14 @@ EXPECTED: dict[str, list[Case]] = {
             get={**_by_role(LOGIN, 404, 404, 404, 200, 200, 200), "lead": 404},
         ),
     ],
+    # An empty form: refused with the reasons (422), nothing made; everyone else as the page.
+    "manage/studies/<int:study_id>/team/invite": [
+        C(
+            "/manage/studies/{study_id}/team/invite",
+            get=NOT_GET,
+            post={**_by_role(LOGIN, 404, 404, 404, 422, 422, 422), "lead": 422},
+        ),
+    ],
     "manage/studies/<int:study_id>/team/<int:member_id>/remove": [
         C(
             "/manage/studies/{study_id}/team/{member_id}/remove",

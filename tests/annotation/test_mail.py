@@ -24,6 +24,7 @@ from django.utils import timezone
 from annotation.membership import CLINICIAN, LEAD, member_add
 from annotation.models import Assignment, Conversation, MailSent, Rater
 from annotation.services import assignments_create, mail
+from annotation.services.consent import consent_text_publish
 from tests.factories import clinician_make, study_make, user_make
 
 SITE_URL = "https://mentalbench.hospital.example"
@@ -100,26 +101,33 @@ def _blind(message, study) -> None:
 
 
 def test_invitation_reminder_and_unsubscribe_end_to_end(
-    smtp, eager_tasks, admin_member_client, django_capture_on_commit_callbacks, db
+    smtp, eager_tasks, django_capture_on_commit_callbacks, db
 ):
     inbox, _ = smtp
     study = study_make(name="Exam stress", conversations=4)
     study.remind_after_days = 3
     study.save(update_fields=["remind_after_days"])
+    consent_text_publish(study=study, text="I agree that my ratings are used for research.")
 
-    # 1. The admin invites two clinicians from the study page.
-    for username, address in (
-        ("dr_one", "one@hospital.example"),
-        ("dr_two", "two@hospital.example"),
+    # 1. The study's lead (no platform role) invites two clinicians from the team page.
+    lead = Client()
+    lead.force_login(member_add(study=study, user=user_make(username="dr_lead"), role=LEAD).user)
+    for username, address, site in (
+        ("dr_one", "one@hospital.example", "North"),
+        ("dr_two", "two@hospital.example", "South"),
     ):
         with django_capture_on_commit_callbacks(execute=True):
-            response = admin_member_client.post(
-                reverse("annotation:manage_invite"),
-                {"username": username, "email": address, "study": study.pk},
+            response = lead.post(
+                reverse("annotation:manage_team_invite", args=[study.pk]),
+                {"username": username, "email": address, "site": site},
             )
-        assert response.status_code == 302
-        page = admin_member_client.get(response["Location"]).content.decode()
-        assert 'id="invitation-emailed"' in page and address in page
+        assert response.status_code == 302, response.content.decode()[:500]
+        page = lead.get(response["Location"]).content.decode()
+        assert f"is invited: the set-password link is on its way to {address}" in page
+        assert "/accounts/set-password/" not in page  # the link goes to the address only
+    assert set(study.members.filter(role=CLINICIAN).values_list("user__username", "site")) == {
+        ("dr_one", "North"), ("dr_two", "South"),
+    }  # fmt: skip
     _arrived(inbox, 2)
     for address in ("one@hospital.example", "two@hospital.example"):
         (invitation,) = inbox.to(address)
@@ -145,9 +153,27 @@ def test_invitation_reminder_and_unsubscribe_end_to_end(
         assert done.status_code == 302, done.content.decode()[:500]
         assert User.objects.get(username=username).has_usable_password()
 
-    # 3. Both get work; dr_one finishes it, dr_two starts and stops.
+    # 3. Both get work, sign in with their new passwords, accept the study's consent and rate;
+    # dr_one finishes, dr_two starts and stops.
     one, two = (Rater.objects.get(user__username=u) for u in ("dr_one", "dr_two"))
     assignments_create(study=study, clinicians=[one, two])
+    for rater in (one, two):
+        browser = Client()
+        signed_in = browser.post(
+            reverse("account_login"),
+            {"login": rater.user.username, "password": "a-long-pass-phrase-42"},
+        )
+        assert signed_in.status_code == 302 and "login" not in signed_in["Location"]
+        assignment = Assignment.objects.filter(rater=rater).first()
+        save = reverse("annotation:save", args=[assignment.token])
+        score = {
+            "item": assignment.items.first().token,
+            "attribute": study.rubric.attributes.first().pk,
+            "score": 4,
+        }
+        assert browser.post(save, score).status_code == 409  # consent first
+        browser.post(reverse("annotation:consent", args=[study.pk]), {"action": "accept"})
+        assert browser.post(save, score).status_code == 200
     start = timezone.now()
     Assignment.objects.filter(rater=one).update(
         status=Assignment.Status.SUBMITTED, submitted_at=start, last_activity_at=start

@@ -270,3 +270,35 @@ def test_leads_find_the_team_page_in_the_study_list(client, two_sites, lead):
     html = client.get(reverse("analysis:study_list")).content.decode()
     assert f'href="{_team_url(two_sites)}"' in html
     assert f'href="{_team_url(other_study)}"' not in html
+
+
+def test_a_lead_invites_a_clinician_and_a_bad_invitation_makes_nothing(db, client):
+    """The success path, with the e-mail that arrives, is tests/annotation/test_mail.py's."""
+    from django.contrib.auth import get_user_model
+
+    study = study_make(name="Invited study", conversations=1)
+    other = study_make(name="Not theirs", conversations=1)
+    lead = user_make(username="lead-inviting")
+    member_add(study=study, user=lead, role=LEAD)
+    client.force_login(lead)
+    url = reverse("annotation:manage_team_invite", args=[study.pk])
+    User = get_user_model()
+
+    made = client.post(url, {"username": "dr_new", "email": "new@h.example", "site": "East"})
+    assert made.status_code == 302
+    member = StudyMember.objects.get(study=study, user__username="dr_new")
+    assert (member.role, member.site) == (CLINICIAN, "East")
+    assert Rater.objects.filter(user=member.user, kind=Rater.Kind.CLINICIAN).exists()
+
+    users = User.objects.count()
+    taken = client.post(url, {"username": "DR_NEW", "email": "x@h.example", "site": ""})
+    assert taken.status_code == 422 and "usernames ignore case" in taken.content.decode()
+    assert taken.content.decode().count('id="id_username"') == 1  # two forms, no id twice
+    no_address = client.post(url, {"username": "dr_other", "email": "", "site": ""})
+    assert no_address.status_code == 422
+    elsewhere = client.post(
+        reverse("annotation:manage_team_invite", args=[other.pk]),
+        {"username": "dr_third", "email": "t@h.example"},
+    )
+    assert elsewhere.status_code == 404
+    assert User.objects.count() == users  # nothing half-made
