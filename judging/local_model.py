@@ -26,11 +26,10 @@ DEFAULT_PORT = 8012
 # Small enough for a busy 2-core machine, large enough for the judge prompt (~1,100 tokens
 # with the seed rubric) plus its answer.
 DEFAULT_CONTEXT = 4096
+# The build flags themselves live in bin/llama-cmake-args.sh only: the hint names the file.
 INSTALL_HINT = (
     "install the local-model extra with the safe CPU build flags: bin/local-model does it, or "
-    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON '
-    '-DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF" '
-    "pip install -e '.[local-model]'"
+    "(source bin/llama-cmake-args.sh && pip install -e '.[local-model]')"
 )
 
 

@@ -305,3 +305,23 @@ def test_the_check_finds(path: str, source: str, expected: list[str]) -> None:
 )
 def test_the_check_allows(path: str, source: str) -> None:
     assert find_violations(source, path) == []
+
+
+def test_the_llama_cpp_build_flags_are_written_once() -> None:
+    """bin/llama-cmake-args.sh holds them; the install hint, the scripts and the docs source or
+    name that file, so a change to the flags cannot leave an old copy behind."""
+    flag = "-DGGML_" + "NATIVE"  # spelled in two parts so this test is not a copy itself
+    tracked = [
+        path
+        for folder in (*PACKAGES, "bin", "docs", ".ci")
+        for path in (ROOT / folder).rglob("*")
+        if path.is_file() and path.suffix not in {".png", ".pyc", ".gguf", ".db"}
+    ] + [
+        ROOT / name for name in ("README.md", "pyproject.toml", "docker-compose.yml", "Dockerfile")
+    ]
+    holders = [
+        str(path.relative_to(ROOT))
+        for path in tracked
+        if path.exists() and flag in path.read_text(encoding="utf-8", errors="replace")
+    ]
+    assert holders == ["bin/llama-cmake-args.sh"], holders
