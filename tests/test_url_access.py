@@ -447,7 +447,10 @@ EXPECTED: dict[str, list[Case]] = {
             "/rate/consent/{study_id}/",
             get=(LOGIN, 404, 404, 403, 404, 404, 404),
             post=(LOGIN, 404, 404, 403, 404, 404, 404),
-        )
+        ),
+        # A study that asks consent, of the clinician who holds work in it (the page the
+        # browser walk then checks at 360 and 1280 px).
+        C("/rate/consent/{consent_study_id}/", get=(LOGIN, 200, 404, 403, 404, 404, 404)),
     ],
     # Each clinician's own credentials; accounts without a clinician record have none.
     "rate/credentials/": [
@@ -719,6 +722,7 @@ def world_build() -> dict:
         rating_save,
         study_get_or_create,
     )
+    from annotation.services.consent import consent_text_publish
     from judging.models import ModelEndpoint, Run
     from tests.factories import study_make
 
@@ -819,6 +823,11 @@ def world_build() -> dict:
     job = Job.objects.create(
         owner=users["researcher"], kind=Job.Kind.KAPPA_F1, digest="walk", state=Job.State.DONE
     )
+    consent_study = study_make(name="Walk consent", conversations=1)
+    assignments_create(study=consent_study, clinicians=[clinician], seed_rng=random.Random(2))
+    consent_text_publish(
+        study=consent_study, text="I agree that my ratings are used for research, unnamed."
+    )
     outside = study_make(name="Outside study", conversations=1)
     member_add(study=outside, user=users["outsider"], role=LEAD, site="Elsewhere")
     member_add(study=outside, user=users["outsider"], role=MEMBER_RESEARCHER)
@@ -832,6 +841,7 @@ def world_build() -> dict:
         "label_token": label_assignment.token,
         "practice_token": practice.token,
         "practice_study_id": practice_study.pk,
+        "consent_study_id": consent_study.pk,
         "item_token": item.token,
         "attribute_id": attribute.pk,
         "label": label,
@@ -916,8 +926,8 @@ def test_django_admin_access_sample(world, route):
 
 
 # What names the world's studies: none of it may reach a member of another study.
-WORLD_STUDIES = ("Walk study", "Walk distortions", "Walk training")
-STUDY_PARAMETERS = ("{study_id}", "{label_study_id}", "{practice_study_id}")
+WORLD_STUDIES = ("Walk study", "Walk distortions", "Walk training", "Walk consent")
+STUDY_PARAMETERS = ("{study_id}", "{label_study_id}", "{practice_study_id}", "{consent_study_id}")
 
 
 def _outsider_check(
@@ -944,6 +954,7 @@ def _outsider_check(
     answer = response.json()
     rows = answer.get("results", []) if isinstance(answer, dict) else answer
     world_ids = {world[key] for key in ("study_id", "label_study_id", "practice_study_id")}
+    world_ids.add(world["consent_study_id"])
     for row in rows if isinstance(rows, list) else []:
         shown = row.get("study") if "study" in row else row.get("id") if "/studies" in url else None
         assert shown not in world_ids, f"{where}: lists a row of study {shown}"
