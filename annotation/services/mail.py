@@ -161,8 +161,11 @@ def invitation_send(*, user_id: int, study_id: int | None = None) -> bool:
 def reminders_send(*, now: datetime | None = None) -> int:
     """One reminder to each clinician whose open work in a study has not moved for the study's
     `remind_after_days`: once per pause (the key is the time of their last progress in that
-    study, so a clinician who works again and pauses again is reminded again). Returns how
-    many were sent."""
+    study, so a clinician who works again and pauses again is reminded again). Work that waits
+    on the clinician's training result (a practice round the lead has still to decide) is not
+    theirs to do and is neither counted nor reminded of. Returns how many were sent."""
+    from ..training import waiting_for_training_q  # training imports the services' neighbours
+
     now = now or timezone.now()
     activity = Coalesce("last_activity_at", "submitted_at", "started_at", "created_at")
     stalled = (
@@ -185,9 +188,15 @@ def reminders_send(*, now: datetime | None = None) -> int:
             continue
         user = User.objects.get(pk=row["rater__user_id"])
         study = Study.objects.get(pk=row["conversation__study_id"])
-        waiting = Assignment.objects.filter(
-            rater__user=user, conversation__study=study, status__in=Assignment.OPEN_STATUSES
-        ).count()
+        waiting = (
+            Assignment.objects.filter(
+                rater__user=user, conversation__study=study, status__in=Assignment.OPEN_STATUSES
+            )
+            .exclude(waiting_for_training_q(user=user))
+            .count()
+        )
+        if not waiting:
+            continue
         body = (
             f"Hello {user.get_username()},\n\n{waiting} task{'s' if waiting != 1 else ''} "
             f"assigned to you in the study “{study.name}” {'are' if waiting != 1 else 'is'} "

@@ -227,6 +227,32 @@ def test_a_relay_that_is_down_loses_no_reminder(smtp, settings, db):
     assert mail.reminders_send() == 0
 
 
+def test_no_stall_reminder_for_work_that_waits_on_a_practice_result(smtp, db):
+    """A clinician whose practice is submitted and not yet passed cannot open their real work:
+    nothing is waiting on them, so nothing reminds them."""
+    from annotation.models import TrainingOutcome
+
+    inbox, _ = smtp
+    study = study_make(name="Held study", conversations=2)
+    rater = _clinician("dr_held")
+    real, practice_conversation = study.conversations.order_by("external_id")
+    Conversation.objects.filter(pk=practice_conversation.pk).update(practice=True)
+    assignments_create(study=study, clinicians=[rater], conversations=[real.pk])
+    Assignment.objects.create(
+        rater=rater,
+        conversation=practice_conversation,
+        kind=Assignment.Kind.PRACTICE,
+        status=Assignment.Status.SUBMITTED,
+    )
+    long_ago = timezone.now() - timedelta(days=10)
+    Assignment.objects.filter(rater=rater).update(created_at=long_ago)
+    assert mail.reminders_send() == 0
+    # The lead passes the practice: the work is theirs now, and the stall is reminded of.
+    TrainingOutcome.objects.create(rater=rater, study=study, passed=True)
+    assert mail.reminders_send() == 1
+    _arrived(inbox, 1)
+
+
 def test_an_unsubscribe_link_that_was_tampered_with_is_refused(db):
     user = get_user_model().objects.create_user("dr_four", email="four@hospital.example")
     token = mail.unsubscribe_token(user_id=user.pk)
