@@ -410,3 +410,25 @@ def test_final_scores_csv_for_the_studys_researchers(setup, client):
     # Neither the study's adjudicator nor an adjudicator elsewhere reads results.
     client.force_login(setup["adjudicator"])
     assert client.get(f"/analysis/studies/{study.pk}/final-scores.csv").status_code == 403
+
+
+def test_the_dashboard_shows_judges_against_the_adjudicated_consensus_once_any_exists(
+    setup, client
+):
+    study = setup["study"]
+    researcher = user_make(username="dash_researcher")
+    member_add(study=study, user=researcher, role=MEMBER_RESEARCHER)
+    client.force_login(researcher)
+    heading = "Judges against the adjudicated consensus"
+    assert heading not in client.get(f"/analysis/studies/{study.pk}/").content.decode()
+    adjudication_save(
+        study=study,
+        response_id=setup["r0"].pk,
+        attribute_id=setup["attrs"][0].pk,
+        score=3,
+        user=setup["adjudicator"],
+    )
+    html = client.get(f"/analysis/studies/{study.pk}/").content.decode()
+    assert heading in html
+    table = html[html.index('id="adjudicated"') :]
+    assert "zz-judge-name" in table  # the judge's row, not estimable on two cells
