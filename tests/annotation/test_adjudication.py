@@ -180,6 +180,7 @@ def test_everyone_else_is_refused(setup, client):
 
 def test_the_nav_shows_adjudicators_their_section(setup, client):
     client.force_login(setup["adjudicator"])
+    assert client.get("/")["Location"] == "/adjudicate/"  # their landing page
     html = client.get("/adjudicate/").content.decode()
     nav = html[html.index("<nav>") : html.index("</nav>")]
     assert 'href="/adjudicate/"' in nav
@@ -432,3 +433,39 @@ def test_the_dashboard_shows_judges_against_the_adjudicated_consensus_once_any_e
     assert heading in html
     table = html[html.index('id="adjudicated"') :]
     assert "zz-judge-name" in table  # the judge's row, not estimable on two cells
+
+
+def test_the_api_gives_final_scores_and_judges_to_the_studys_researchers(setup):
+    from knox.models import AuthToken
+    from rest_framework.test import APIClient
+
+    study = setup["study"]
+    adjudication_save(
+        study=study,
+        response_id=setup["r0"].pk,
+        attribute_id=setup["attrs"][0].pk,
+        score=3,
+        reason="other",
+        user=setup["adjudicator"],
+    )
+    researcher = user_make(username="api_researcher")
+    member_add(study=study, user=researcher, role=MEMBER_RESEARCHER)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=researcher)[1]}")
+    response = client.get(f"/api/studies/{study.pk}/final-scores/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["study"] == study.pk and body["adjudication_threshold"] == 2
+    adjudicated = [row for row in body["rows"] if row["provenance"] == ADJUDICATED]
+    assert [(r["responder"], r["final_score"], r["reason"]) for r in adjudicated] == [
+        ("zz-gpt4o", 3.0, "other")
+    ]
+    assert any(row["final_score"] is None for row in body["rows"])  # awaiting: null, not NaN
+    assert {row["judge"] for row in body["judges"]} == {"zz-judge-name"}
+    assert "dr_alfa_name" not in response.content.decode()
+    # An adjudicator of the study does not read results through the API either.
+    other = APIClient()
+    other.credentials(
+        HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=setup['adjudicator'])[1]}"
+    )
+    assert other.get(f"/api/studies/{study.pk}/final-scores/").status_code == 403
