@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -145,6 +146,7 @@ class Study(models.Model):
     # rubric's scale) or further send the pair to adjudication (docs/adjudication.md).
     adjudication_threshold = models.PositiveSmallIntegerField(
         default=2,
+        validators=[MinValueValidator(1)],
         help_text="Scores this many points apart or more go to an adjudicator; "
         "closer ones stand as the clinicians' consensus.",
     )

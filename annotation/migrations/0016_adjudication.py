@@ -1,6 +1,7 @@
 """Adjudication of clinicians' disagreements (docs/adjudication.md): a study's threshold and
 the adjudicators' final scores."""
 
+import django.core.validators
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
@@ -18,6 +19,7 @@ class Migration(migrations.Migration):
             name="adjudication_threshold",
             field=models.PositiveSmallIntegerField(
                 default=2,
+                validators=[django.core.validators.MinValueValidator(1)],
                 help_text="Scores this many points apart or more go to an adjudicator; "
                 "closer ones stand as the clinicians' consensus.",
             ),
