@@ -53,7 +53,15 @@ from analysis.api_selectors import (
 )
 from analysis.models import ExportLog
 from analysis.pseudonyms import RaterLabels, identified_check
-from analysis.selectors import Filters, ReportParams, StudyReport, ratings_stamp, study_report
+from analysis.selectors import (
+    Filters,
+    ReportParams,
+    StudyReport,
+    final_scores_frame,
+    judges_against_adjudicated,
+    ratings_stamp,
+    study_report,
+)
 from analysis.services import export_log_create, ratings_export_start
 from annotation.csvsafe import csv_attachment
 from annotation.membership import studies_for
@@ -270,6 +278,7 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
         "retrieve": StudyQuery,
         "reports": ReportQuery,
         "export": ExportQuery,
+        "final_scores": StudyQuery,
     }
 
     def get_queryset(self) -> QuerySet[Study]:
@@ -316,6 +325,44 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
                 "ratings_version": ratings_stamp(study=study),
                 "notes": report.notes,
                 "rows": [] if df is None else _json_rows(df),
+            }
+        )
+
+    @extend_schema(
+        responses=inline_serializer(
+            "FinalScores",
+            fields={
+                "study": serializers.IntegerField(),
+                "adjudication_threshold": serializers.IntegerField(
+                    help_text="clinicians this many points apart or more go to adjudication"
+                ),
+                "rows": serializers.ListField(
+                    child=serializers.DictField(),
+                    help_text="one per response × attribute: final_score and its provenance",
+                ),
+                "judges": serializers.ListField(
+                    child=serializers.DictField(),
+                    help_text="ICC of each judge × attribute against the final scores; "
+                    "empty until something is adjudicated",
+                ),
+            },
+        ),
+    )
+    @action(detail=True, methods=["get"], url_path="final-scores")
+    def final_scores(
+        self, request: Request, pk: str | None = None, format: str | None = None
+    ) -> ApiResponse:
+        """The final score of every response × attribute with its provenance (adjudicated,
+        clinician-consensus, single-clinician, awaiting-adjudication), and each judge's ICC
+        against them (docs/adjudication.md). No clinician is named."""
+        study = self.get_object()
+        judges = judges_against_adjudicated(study=study)
+        return ApiResponse(
+            {
+                "study": study.pk,
+                "adjudication_threshold": study.adjudication_threshold,
+                "rows": _json_rows(final_scores_frame(study=study)),
+                "judges": [] if judges is None else _json_rows(judges),
             }
         )
 

@@ -25,9 +25,11 @@ from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
 from analysis import reports, rouge
+from analysis.adjudicated import judges_against_final
 from analysis.copy_read import RatingScores, packed_rating_scores, plain_columns
 from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
+from annotation.adjudication_selectors import final_scores
 from annotation.analysed import FIRST, analysed_ratings_q
 from annotation.models import (
     Attribute,
@@ -539,6 +541,66 @@ def response_texts(*, study: Study) -> pd.DataFrame:
             )
         ),
         columns=["conversation", "responder", "text", "is_reference"],
+    )
+
+
+def final_scores_frame(*, study: Study) -> pd.DataFrame:
+    """The study's final scores with their provenance (annotation.adjudication_selectors), one
+    row per response and attribute: the columns of FINAL_SCORE_COLUMNS."""
+    return pd.DataFrame(
+        [
+            (
+                row.conversation,
+                row.response_id,
+                row.responder,
+                row.attribute,
+                row.final_score,
+                row.provenance,
+                row.reason,
+                row.rubric_needs_change,
+                row.n_clinicians,
+            )
+            for row in final_scores(study=study)
+        ],
+        columns=list(FINAL_SCORE_COLUMNS),
+    )
+
+
+FINAL_SCORE_COLUMNS = (
+    "conversation",
+    "response",
+    "responder",
+    "attribute",
+    "final_score",
+    "provenance",
+    "reason",
+    "rubric_needs_change",
+    "n_clinicians",
+)
+
+
+def judges_against_adjudicated(*, study: Study) -> pd.DataFrame | None:
+    """Each judge's ICC against the study's final scores (analysis.adjudicated), or None when no
+    response of the study is adjudicated yet (the dashboard's own table says the rest)."""
+    if not study.adjudications.exists():
+        return None
+    final = final_scores_frame(study=study)
+    frame = scores_frame(study=study)
+    judged = frame[frame["rater_kind"] == Rater.Kind.JUDGE]
+    judges = pd.DataFrame(
+        {
+            "judge": judged["rater"].astype(str),
+            "conversation": judged["conversation"].astype(str),
+            "responder": judged["responder"].astype(str),
+            "attribute": judged["attribute"].astype(str),
+            "score": judged["score"],
+        }
+    )
+    return judges_against_final(
+        final,
+        judges,
+        attributes=attribute_names(study=study),
+        exclusions=exclusions_for(study=study),
     )
 
 

@@ -17,6 +17,9 @@ urlpatterns = [
     ),
     path("studies/<int:study_id>/tables/<slug:name>.csv", views.table_csv, name="table_csv"),
     path("studies/<int:study_id>/ratings.csv", views.ratings_csv, name="ratings_csv"),
+    path(
+        "studies/<int:study_id>/final-scores.csv", views.final_scores_csv, name="final_scores_csv"
+    ),
     path("studies/<int:study_id>/retest/", views.retest, name="retest"),
     path("studies/<int:study_id>/release/", release_page, name="release"),
     path("studies/<int:study_id>/release/start", release_start, name="release_start"),

@@ -28,7 +28,9 @@ from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import (
     StudyReport,
     filter_choices,
+    final_scores_frame,
     has_published_reading,
+    judges_against_adjudicated,
     studies_with_sizes,
     study_report,
 )
@@ -408,6 +410,10 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
         "status_legend": charts.status_legend(),
         "query": request.GET.urlencode(),
     }
+    if not request.htmx:
+        # Over the whole study, outside the filtered report: only the full page shows it.
+        adjudicated = judges_against_adjudicated(study=study)
+        context["adjudicated"] = None if adjudicated is None else adjudicated.to_dict("records")
     template = "analysis/_report.html" if request.htmx else "analysis/dashboard.html"
     return render(request, template, context)
 
@@ -456,6 +462,23 @@ def ratings_csv(request: HttpRequest, study_id: int) -> StreamingHttpResponse:
         channel=ExportLog.Channel.WEB,
     )
     return csv_attachment(chunks, filename=f"{slugify(study.name)}-{what}.csv")
+
+
+@require_GET
+@role_required(RESEARCHER)
+def final_scores_csv(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The final score of every response and attribute with its provenance (adjudicated,
+    clinician consensus, a single clinician, or awaiting adjudication: docs/adjudication.md);
+    recorded in the export log. No clinician is named."""
+    study = _study(request, study_id)
+    return table_download(
+        user=request.user,
+        study=study,
+        what="final-scores",
+        params={},
+        table=final_scores_frame(study=study),
+        filename=f"{slugify(study.name)}-final-scores.csv",
+    )
 
 
 # --- Cognitive-distortion labelling -------------------------------------------------------------

@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from .models import (
+    Adjudication,
     Assignment,
     AssignmentChange,
     AssignmentItem,
@@ -386,6 +387,21 @@ class CalibrationSettingsAdmin(ViewOnlyAdmin):
 class ReferenceScoreAdmin(ViewOnlyAdmin):
     list_display = ["response", "attribute", "value", "set_by", "set_at"]
     list_select_related = ["response__conversation__study", "response__responder", "attribute"]
+
+
+@admin.register(Adjudication)
+class AdjudicationAdmin(ViewOnlyAdmin):
+    # Written on the adjudication pages only, where the responder is never shown; here, as for
+    # every stored score, admins see the record whole.
+    list_display = ["study", "response", "attribute", "final_score", "reason", "adjudicator"]
+    list_filter = ["study", "reason", "rubric_needs_change"]
+    list_select_related = [
+        "study",
+        "response__conversation__study",
+        "response__responder",
+        "attribute",
+        "adjudicator",
+    ]
 
 
 @admin.register(TrainingOutcome)

@@ -3,7 +3,15 @@ from typing import Any, cast
 from django import forms
 from django.http import QueryDict
 
-from .models import ClinicianCredentials, ClinicianSample, Rater, Study, StudyMember, Webhook
+from .models import (
+    Adjudication,
+    ClinicianCredentials,
+    ClinicianSample,
+    Rater,
+    Study,
+    StudyMember,
+    Webhook,
+)
 
 
 class ImportForm(forms.Form):
@@ -60,6 +68,25 @@ class ScoreSaveForm(forms.Form):
         if data.get("attribute") is None and "rationale" not in self.data:
             raise forms.ValidationError("send a score or a rationale")
         return data
+
+
+class AdjudicationSaveForm(forms.Form):
+    """One attribute's adjudication, as the adjudication page posts it (autosave or the form's
+    own button). The score's range is the attribute's scale, which the service checks."""
+
+    attribute = forms.IntegerField(min_value=1)
+    score = forms.IntegerField(error_messages={"required": "choose a final score"})
+    reason = forms.CharField(required=False, max_length=32)
+    reason_text = forms.CharField(required=False, max_length=2000)
+    rubric_needs_change = forms.BooleanField(required=False)
+
+    def clean_reason(self) -> str:
+        reason = self.cleaned_data["reason"]
+        if reason and reason not in Adjudication.Reason.values:
+            raise forms.ValidationError(
+                f"unknown reason {reason!r}; choose one of " + ", ".join(Adjudication.Reason.values)
+            )
+        return reason
 
 
 class LabelSaveForm(forms.Form):

@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -140,6 +141,14 @@ class Study(models.Model):
     # the e-mail reminders warn before it.
     deadline = models.DateField(
         null=True, blank=True, help_text="the day assigned work is due; empty: no deadline"
+    )
+    # Two clinicians' scores of one response on one attribute this far apart (points on the
+    # rubric's scale) or further send the pair to adjudication (docs/adjudication.md).
+    adjudication_threshold = models.PositiveSmallIntegerField(
+        default=2,
+        validators=[MinValueValidator(1)],
+        help_text="Scores this many points apart or more go to an adjudicator; "
+        "closer ones stand as the clinicians' consensus.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -907,3 +916,40 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} → {self.webhook_id} ({self.status})"
+
+
+class Adjudication(models.Model):
+    """An adjudicator's final score of one response on one attribute, where the clinicians
+    disagreed by the study's threshold or more, or a clinician flagged the conversation
+    (docs/adjudication.md). One per response and attribute: saving again updates it."""
+
+    class Reason(models.TextChoices):
+        AMBIGUOUS_RESPONSE = "ambiguous_response", "Ambiguous response"
+        RUBRIC_GAP = "rubric_gap", "Rubric gap (the rubric does not cover the case)"
+        RATER_ERROR = "rater_error", "Rater error"
+        OTHER = "other", "Other"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="adjudications")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="adjudications")
+    attribute = models.ForeignKey(Attribute, on_delete=models.PROTECT, related_name="+")
+    final_score = models.SmallIntegerField()
+    # Blank while the adjudicator has picked a score but no reason yet (autosave keeps both).
+    reason = models.CharField(max_length=32, choices=Reason.choices, blank=True)
+    reason_text = models.TextField(blank=True)
+    rubric_needs_change = models.BooleanField(default=False)
+    adjudicator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["study", "response", "attribute"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["response", "attribute"], name="adjudication_once_per_attribute"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"adjudicated {self.response_id}/{self.attribute_id}={self.final_score}"

@@ -21,10 +21,19 @@ ROLES = (CLINICIAN, RESEARCHER, ADMIN)
 #: (the sign-in rules, the view's role check, the navigation bar) and the answer is one query.
 _GROUPS_CACHE = "_mentalbench_role_groups"
 
+#: Not a group anyone is put in: what an adjudicator of some study may open at all (the
+#: adjudication pages; annotation.membership then decides which studies).
+ADJUDICATOR = "adjudicator"
+
 #: What a role held in some study lets its holder open at all (annotation.membership then
 #: decides which studies): a lead and a study's researcher read results, a study's clinician
-#: rates.
-_STUDY_ROLE_GATES = {"lead": RESEARCHER, "researcher": RESEARCHER, "clinician": CLINICIAN}
+#: rates, a study's adjudicator adjudicates.
+_STUDY_ROLE_GATES = {
+    "lead": RESEARCHER,
+    "researcher": RESEARCHER,
+    "clinician": CLINICIAN,
+    "adjudicator": ADJUDICATOR,
+}
 
 
 def _held(user) -> tuple[frozenset[str], frozenset[str]]:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import admin_views, calibration_views, team_views, views, webhook_views
+from . import adjudication_views, admin_views, calibration_views, team_views, views, webhook_views
 
 app_name = "annotation"
 
@@ -18,6 +18,14 @@ urlpatterns = [
     path("rate/<str:token>/flag", views.flag, name="flag"),
     path("rate/<str:token>/heartbeat", views.heartbeat, name="heartbeat"),
     path("rate/<str:token>/feedback", calibration_views.feedback, name="practice_feedback"),
+    # Adjudicators (of a study) and admins.
+    path("adjudicate/", adjudication_views.index, name="adjudicate_index"),
+    path("adjudicate/<int:study_id>/", adjudication_views.queue, name="adjudicate_queue"),
+    path(
+        "adjudicate/<int:study_id>/<int:response_id>/",
+        adjudication_views.response_page,
+        name="adjudicate",
+    ),
     # Admins.
     path("manage/", admin_views.overview, name="manage"),
     path("manage/assign", admin_views.assign, name="manage_assign"),

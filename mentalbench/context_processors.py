@@ -2,12 +2,13 @@
 
 from django.http import HttpRequest
 
-from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, roles_of
+from annotation.roles import ADJUDICATOR, ADMIN, CLINICIAN, RESEARCHER, roles_of
 
 # (label, path, roles that see it); admins see every link, Django's admin only for staff (it
 # admits no one else).
 SECTIONS = [
     ("My queue", "/rate/", {CLINICIAN}),
+    ("Adjudicate", "/adjudicate/", {ADJUDICATOR}),
     ("Manage", "/manage/", set()),
     ("Runs", "/judging/", set()),
     ("Imports", "/imports/", set()),

@@ -9,12 +9,13 @@ from django.template import loader
 from django.templatetags.static import static
 from django.views import defaults
 
-from annotation.roles import CLINICIAN, RESEARCHER, has_role, is_admin
+from annotation.roles import ADJUDICATOR, CLINICIAN, RESEARCHER, has_role, is_admin
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    # Each role lands on its own work: admins manage, clinicians rate, researchers analyse.
+    # Each role lands on its own work: admins manage, clinicians rate, researchers analyse,
+    # adjudicators settle disagreements.
     user = request.user
     if is_admin(user):
         return redirect("annotation:manage")
@@ -22,6 +23,8 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect("annotation:queue")
     if has_role(user, RESEARCHER):
         return redirect("/analysis/")
+    if has_role(user, ADJUDICATOR):
+        return redirect("annotation:adjudicate_index")
     return render(request, "home.html")
 
 

@@ -57,6 +57,7 @@ SCREENSHOT_AT_360 = {
 EXTRA_OBJECTS = {
     "study_id": "a study with two clinicians' and three judges' ratings (tests/analysis)",
     "judge_run_id": "a finished judge run on that study, with items",
+    "response_id": "a response of that study, disputed by its clinicians where one is",
 }
 
 # Elements wider than the screen are fine only inside one of these (and the page itself must
@@ -204,7 +205,16 @@ def _objects_make(world: dict) -> dict:
         RunItem(run=run, response_id=r.response_id, status="done", input_tokens=900)
         for r in Rating.objects.filter(rater=walk_judge, response__conversation__study=small.study)
     )
-    objects = dict(world, study_id=small.study.pk, judge_run_id=run.pk)
+    from annotation.adjudication_selectors import adjudication_queue
+    from annotation.models import Response
+
+    queue = adjudication_queue(study=small.study)
+    response_id = (
+        queue[0].response_id
+        if queue
+        else Response.objects.filter(conversation__study=small.study).first().pk
+    )
+    objects = dict(world, study_id=small.study.pk, judge_run_id=run.pk, response_id=response_id)
     assert set(EXTRA_OBJECTS) <= set(objects)
     return objects
 

@@ -500,6 +500,22 @@ EXPECTED: dict[str, list[Case]] = {
     "analysis/jobs/<uuid:job_id>/download": [
         C("/analysis/jobs/{job_id}/download", get=(LOGIN, 403, 403, 404, 404, 404, 404))
     ],
+    # The study's adjudicators and platform admins (the world has no adjudicator: a study
+    # membership, tested in tests/annotation/test_adjudication.py); the world's clinicians agree
+    # on everything, so a save names no disputed attribute (400, nothing written).
+    "adjudicate/": [C("/adjudicate/", get=ADMINS)],
+    "adjudicate/<int:study_id>/": [C("/adjudicate/{study_id}/", get=ADMINS)],
+    "adjudicate/<int:study_id>/<int:response_id>/": [
+        C(
+            "/adjudicate/{study_id}/{response_id}/",
+            get=ADMINS,
+            post=(LOGIN, 403, 403, 403, 400, 400, 400),
+            data=lambda world, role: {"attribute": world["attribute_id"], "score": 3},
+        )
+    ],
+    "analysis/studies/<int:study_id>/final-scores.csv": [
+        C("/analysis/studies/{study_id}/final-scores.csv", get=RESEARCHERS)
+    ],
     "analysis/studies/<int:study_id>/retest/": [
         C("/analysis/studies/{study_id}/retest/", get=ADMINS)
     ],
@@ -585,6 +601,12 @@ EXPECTED: dict[str, list[Case]] = {
     ],
     "api/studies/(?P<pk>[^/.]+)/reports/(?P<table>[a-z_]+)\\.(?P<format>[a-z0-9]+)/?$": [
         C("/api/studies/{study_id}/reports/reliability.json", get=API)
+    ],
+    "api/studies/(?P<pk>[^/.]+)/final-scores/$": [
+        C("/api/studies/{study_id}/final-scores/", get=API)
+    ],
+    "api/studies/(?P<pk>[^/.]+)/final-scores\\.(?P<format>[a-z0-9]+)/?$": [
+        C("/api/studies/{study_id}/final-scores.json", get=API)
     ],
     "api/studies/<int:pk>/judge-assisted/": [
         C("/api/studies/{study_id}/judge-assisted/?judge=walk-judge", get=API)
@@ -844,6 +866,7 @@ def world_build() -> dict:
         "consent_study_id": consent_study.pk,
         "item_token": item.token,
         "attribute_id": attribute.pk,
+        "response_id": item.response_id,
         "label": label,
         "study_id": study.pk,
         "job_id": job.pk,

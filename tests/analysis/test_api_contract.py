@@ -251,7 +251,7 @@ def test_what_the_schema_promises_is_what_the_server_holds(db):
     for start in ("/api/jobs/release/", "/api/jobs/kappa-f1/"):
         assert {"200", "201", "400", "404", "429"} <= set(jobs[start, "post"]["responses"])
     operations = {key: op for key, op in operations.items() if key not in jobs}
-    assert len(operations) == 9 and {m for _, m in operations} == {"get"}
+    assert len(operations) == 10 and {m for _, m in operations} == {"get"}
     for (path, _), operation in operations.items():
         statuses = set(operation["responses"])
         expected = {"200", "400", "401", "403", "414", "429"} | ({"404"} if "{" in path else set())

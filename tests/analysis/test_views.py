@@ -123,9 +123,10 @@ def test_refused_filter_exports_nothing(client, researcher, urls):
 def test_cached_dashboard_runs_few_queries(client, researcher, urls, django_assert_max_num_queries):
     client.force_login(researcher)
     client.get(urls["dashboard"])  # computes and caches the report
-    # 14: one is the second factor's gate asking whether the account has an authenticator, one
-    # whether the study has imported cells the "as published" switch could read differently.
-    with django_assert_max_num_queries(14):
+    # 15: one is the second factor's gate asking whether the account has an authenticator, one
+    # whether the study has imported cells the "as published" switch could read differently,
+    # one whether any response is adjudicated (the judges against the adjudicated consensus).
+    with django_assert_max_num_queries(15):
         assert client.get(urls["dashboard"]).status_code == 200
 
 
