@@ -163,3 +163,44 @@ def test_the_secret_stays_out_of_logs_and_the_admin(
         assert page.status_code == 200
         html = page.content.decode()
         assert secret not in html and hook.secret not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_encrypts_existing_secrets_only_when_a_key_is_set(settings):
+    from django.db.migrations.executor import MigrationExecutor
+
+    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    before = [("annotation", "0015_mail_deadline_digest")]
+    table = Webhook._meta.db_table
+    legacy = "b" * 64
+
+    def column() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT secret FROM {table}")
+            return cursor.fetchone()[0]
+
+    try:
+        MigrationExecutor(connection).migrate(before)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (url, events, secret, enabled, created_at) "
+                "VALUES ('https://lab.example/', '[]', %s, true, now())",
+                [legacy],
+            )
+        # No key at migration time: the row stays as it was, and still signs.
+        settings.MENTALBENCH_ENCRYPTION_KEYS = []
+        MigrationExecutor(connection).migrate(leaves)
+        assert column() == legacy
+        assert webhook_secret(webhook=Webhook.objects.get()) == legacy
+        # With a key: encrypted by the migration; going back decrypts it.
+        MigrationExecutor(connection).migrate(before)
+        settings.MENTALBENCH_ENCRYPTION_KEYS = [TEST_ENCRYPTION_KEY]
+        MigrationExecutor(connection).migrate(leaves)
+        assert column().startswith("fernet:")
+        assert webhook_secret(webhook=Webhook.objects.get()) == legacy
+        MigrationExecutor(connection).migrate(before)
+        assert column() == legacy
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {table}")
+        MigrationExecutor(connection).migrate(leaves)
