@@ -3,6 +3,8 @@ from typing import Any, cast
 from django import forms
 from django.http import QueryDict
 
+from mentalbench import encryption
+
 from .models import (
     Adjudication,
     ClinicianCredentials,
@@ -259,3 +261,14 @@ class WebhookForm(forms.Form):
         empty_label="every study",
         help_text="only this study's events",
     )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not encryption.encryption_configured():
+            # Refused here rather than failing on save: the secret is never stored in plaintext.
+            raise forms.ValidationError(
+                "Webhook secrets are stored encrypted, but MENTALBENCH_ENCRYPTION_KEYS is not "
+                "set on this server: set it (docs/security.md, Where secrets live) and register "
+                "the webhook again."
+            )
+        return data

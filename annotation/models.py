@@ -18,6 +18,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from mentalbench.fields import EncryptedTextField
+
 
 def new_token() -> str:
     # Opaque, random tokens are what clinicians see in URLs and forms: they follow no insertion
@@ -870,7 +872,9 @@ class Webhook(models.Model):
         Study, on_delete=models.CASCADE, null=True, blank=True, related_name="+",
         help_text="only this study's events (blank: every study's)",
     )  # fmt: skip
-    secret = models.CharField(max_length=64, editable=False)
+    # "fernet:<token>" (mentalbench.encryption); only the delivery decrypts it. A row written
+    # before encryption, while no key was configured, may still hold the plaintext.
+    secret = EncryptedTextField(editable=False)
     enabled = models.BooleanField(default=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,

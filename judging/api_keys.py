@@ -8,10 +8,10 @@ An endpoint gets its key in one of two ways (docs/judging.md, "Keys"):
   (DATABASE_URL, SECRET_KEY) to a server of their choice. The rule is checked when an endpoint
   is validated (model field validator: admin, forms, full_clean) and again when a worker reads
   the key, so a row written before the rule existed or by raw SQL is still refused.
-- `api_key`, typed into the admin and stored encrypted with Fernet under
-  settings.MENTALBENCH_ENCRYPTION_KEYS (the first key encrypts, every key decrypts, so keys can
-  be rotated). The column holds "fernet:<token>"; `judging.fields.EncryptedKeyField` encrypts
-  every value written through the ORM, so plaintext never reaches it.
+- `api_key`, typed into the admin and stored encrypted at rest (mentalbench.encryption: Fernet
+  under settings.MENTALBENCH_ENCRYPTION_KEYS, rotatable). The column holds "fernet:<token>";
+  `judging.fields.EncryptedKeyField` encrypts every value written through the ORM, so
+  plaintext never reaches it.
 
 Messages name variables and endpoints, never a key or a variable's value.
 """
@@ -21,18 +21,17 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+
+from mentalbench import encryption
+from mentalbench.encryption import ENCRYPTION_SETTING, EncryptionError
 
 from . import providers
 
 if TYPE_CHECKING:
     from .models import ModelEndpoint
-
-ENCRYPTED_PREFIX = "fernet:"
-ENCRYPTION_SETTING = "MENTALBENCH_ENCRYPTION_KEYS"
 
 # The platform's own secrets: never an API key, whatever the operator's prefix or list allows
 # (a prefix such as "MENTALBENCH_" would otherwise admit the encryption keys themselves).
@@ -48,7 +47,7 @@ RESERVED_ENV_NAMES = frozenset(
 )
 
 
-class ApiKeyError(ValueError):
+class ApiKeyError(EncryptionError):
     """A key cannot be stored, read or used as asked; the message says why (never the key)."""
 
 
@@ -91,47 +90,27 @@ def validate_api_key_env(value: str) -> None:
 # ------------------------------------------------------------------------------ encryption
 
 
-def encryption_configured() -> bool:
-    return bool(settings.MENTALBENCH_ENCRYPTION_KEYS)
-
-
-def _fernet() -> MultiFernet:
-    keys = settings.MENTALBENCH_ENCRYPTION_KEYS
-    if not keys:
-        raise ApiKeyError(
-            f"{ENCRYPTION_SETTING} is not set, so API keys cannot be stored in or read from the "
-            "database: set it (docs/judging.md, Keys) or name an environment variable in "
-            "api_key_env instead"
-        )
-    # settings.py has checked that every key is a valid Fernet key.
-    return MultiFernet([Fernet(key) for key in keys])
-
-
-def is_encrypted(stored: str) -> bool:
-    return stored.startswith(ENCRYPTED_PREFIX)
-
-
 def api_key_encrypt(*, plaintext: str) -> str:
     """The column value for `plaintext`, encrypted with the first configured key."""
-    token = _fernet().encrypt(plaintext.encode()).decode("ascii")
-    return ENCRYPTED_PREFIX + token
+    try:
+        return encryption.encrypt(plaintext=plaintext)
+    except EncryptionError as exc:
+        raise ApiKeyError(
+            f"{exc}; or name an environment variable in api_key_env instead"
+        ) from None
 
 
 def api_key_decrypt(*, stored: str) -> str:
     """The plaintext of a column value; ApiKeyError when no configured key opens it."""
-    if not is_encrypted(stored):
+    if not encryption.is_encrypted(stored):
         raise ApiKeyError(
             "its stored API key is not encrypted (it was written around the platform, e.g. by "
             "raw SQL); run `manage.py reencrypt_api_keys` to encrypt it"
         )
     try:
-        return _fernet().decrypt(stored.removeprefix(ENCRYPTED_PREFIX).encode("ascii")).decode()
-    except (InvalidToken, UnicodeError):
-        raise ApiKeyError(
-            f"its stored API key cannot be decrypted with any key in {ENCRYPTION_SETTING}: it was "
-            "encrypted with a key no longer listed (keep the old key after the new one until "
-            "`manage.py reencrypt_api_keys` has run), or the value was altered"
-        ) from None
+        return encryption.decrypt(stored=stored, what="its stored API key")
+    except EncryptionError as exc:
+        raise ApiKeyError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------ call time
@@ -187,7 +166,10 @@ def endpoint_api_keys_reencrypt() -> int:
     """
     from .models import ModelEndpoint
 
-    fernet = _fernet()
+    try:
+        encryption.multi_fernet()
+    except EncryptionError as exc:
+        raise ApiKeyError(str(exc)) from None
     rows = list(
         ModelEndpoint.objects.select_for_update()
         .exclude(api_key="")
@@ -197,15 +179,10 @@ def endpoint_api_keys_reencrypt() -> int:
     rewritten: dict[int, str] = {}
     unreadable: list[str] = []
     for endpoint_id, name, stored in rows:
-        if not is_encrypted(stored):
-            rewritten[endpoint_id] = api_key_encrypt(plaintext=stored)
-            continue
         try:
-            token = fernet.rotate(stored.removeprefix(ENCRYPTED_PREFIX).encode("ascii"))
-        except (InvalidToken, UnicodeError):
+            rewritten[endpoint_id] = encryption.reencrypt(stored=stored)
+        except EncryptionError:
             unreadable.append(name)
-            continue
-        rewritten[endpoint_id] = ENCRYPTED_PREFIX + token.decode("ascii")
     if unreadable:
         raise ApiKeyError(
             f"nothing re-encrypted: the stored API key of {', '.join(unreadable)} cannot be "

@@ -7,6 +7,7 @@ from django import forms
 
 from annotation.models import Study
 from judging import api_keys, prompts
+from mentalbench import encryption
 
 from .models import ModelEndpoint, Run
 from .services import TEMPERATURE_ZERO_REFUSED
@@ -80,12 +81,12 @@ class EndpointForm(forms.ModelForm):
         new = self.cleaned_data.get("api_key", "")
         if not new:
             return self.instance.api_key if self.instance.pk else ""
-        if api_keys.is_encrypted(new):
+        if encryption.is_encrypted(new):
             # The field would take it for ciphertext and store it as it is.
             raise forms.ValidationError(
-                f"An API key cannot start with {api_keys.ENCRYPTED_PREFIX!r}."
+                f"An API key cannot start with {encryption.ENCRYPTED_PREFIX!r}."
             )
-        if not api_keys.encryption_configured():
+        if not encryption.encryption_configured():
             # Refused here rather than failing on save: the field never stores plaintext.
             raise forms.ValidationError(
                 "Keys typed here are stored encrypted, but MENTALBENCH_ENCRYPTION_KEYS is not set "

@@ -537,9 +537,10 @@ SPECTACULAR_SETTINGS = {
 # (DATABASE_URL, SECRET_KEY) to a URL of their choice.
 LLM_KEY_ENV_PREFIX = os.environ.get("LLM_KEY_ENV_PREFIX", "MENTALBENCH_KEY_")
 LLM_KEY_ENV_ALLOWED = envlist("LLM_KEY_ENV_ALLOWED", ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"])
-# Fernet keys that encrypt API keys stored in the database: the first encrypts, all decrypt (so
-# a new key goes first and the old one stays until `manage.py reencrypt_api_keys` has run).
-# Unset: keys cannot be stored in the database; endpoints use environment variables.
+# Fernet keys that encrypt secrets stored in the database (endpoints' API keys, webhooks'
+# secrets; mentalbench/encryption.py): the first encrypts, all decrypt (so a new key goes first
+# and the old one stays until `manage.py reencrypt_secrets` has run). Unset: API keys cannot be
+# stored in the database (endpoints use environment variables) and webhooks cannot be added.
 MENTALBENCH_ENCRYPTION_KEYS = envlist("MENTALBENCH_ENCRYPTION_KEYS", [])
 for _position, _key in enumerate(MENTALBENCH_ENCRYPTION_KEYS, start=1):
     try:

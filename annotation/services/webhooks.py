@@ -14,6 +14,7 @@ import secrets
 import time
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from django.conf import settings
@@ -29,6 +30,8 @@ from annotation.webhook_signing import (
     SIGNATURE_HEADER,
     signature_header,
 )
+from mentalbench import encryption
+from mentalbench.encryption import ENCRYPTION_SETTING, EncryptionError
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +49,9 @@ def webhook_create(
     study: Study | None,
     created_by: AbstractBaseUser | AnonymousUser | None,
 ) -> tuple[Webhook, str]:
-    """(the hook, its secret): the secret is shown to the person once, now."""
+    """(the hook, its secret): the secret is shown to the person once, now. The hook stores it
+    encrypted; with no MENTALBENCH_ENCRYPTION_KEYS configured nothing is written and
+    EncryptionError says so (the form refuses first, WebhookForm)."""
     secret = secrets.token_hex(32)
     hook = Webhook.objects.create(
         url=url,
@@ -56,6 +61,56 @@ def webhook_create(
         created_by_id=getattr(created_by, "pk", None),
     )
     return hook, secret
+
+
+def webhook_label(*, hook_id: int, url: str) -> str:
+    """How messages name a hook: its id and its URL's host, never its secret or full URL."""
+    return f"webhook {hook_id} ({urlsplit(url).hostname or 'no host'})"
+
+
+def webhook_secret(*, webhook: Webhook) -> str:
+    """The secret that signs `webhook`'s deliveries, decrypted now, for this one signature: it is
+    never kept on the instance. EncryptionError when no configured key opens it."""
+    stored = webhook.secret
+    if not encryption.is_encrypted(stored):
+        # A legacy secret stored before encryption, migrated while no key was configured: it
+        # still signs, so receivers keep working, until `manage.py reencrypt_secrets` encrypts it.
+        return stored
+    label = webhook_label(hook_id=webhook.pk, url=webhook.url)
+    return encryption.decrypt(stored=stored, what=f"the stored secret of {label}")
+
+
+@transaction.atomic
+def webhook_secrets_reencrypt() -> int:
+    """Encrypt every hook's secret with the first configured key; returns how many were written.
+
+    Secrets encrypted with any configured key are re-encrypted (rotation); a legacy plaintext
+    one is encrypted. When any cannot be decrypted nothing is written and EncryptionError names
+    the hooks (id and URL host). Locks the rows it rewrites.
+    """
+    encryption.multi_fernet()  # no key configured: say so before reading anything
+    rows = list(
+        Webhook.objects.select_for_update()
+        .exclude(secret="")
+        .order_by("id")
+        .values_list("id", "url", "secret")
+    )
+    rewritten: dict[int, str] = {}
+    unreadable: list[str] = []
+    for hook_id, url, stored in rows:
+        try:
+            rewritten[hook_id] = encryption.reencrypt(stored=stored)
+        except EncryptionError:
+            unreadable.append(webhook_label(hook_id=hook_id, url=url))
+    if unreadable:
+        raise EncryptionError(
+            f"nothing re-encrypted: the stored secret of {', '.join(unreadable)} cannot be "
+            f"decrypted with any key in {ENCRYPTION_SETTING} (add the key it was encrypted with "
+            "after the new one, or delete the hook and register it again)"
+        )
+    for hook_id, stored in rewritten.items():
+        Webhook.objects.filter(id=hook_id).update(secret=stored)
+    return len(rewritten)
 
 
 def webhook_set_enabled(*, webhook: Webhook, enabled: bool) -> None:
@@ -144,19 +199,19 @@ def webhook_deliver(*, delivery_id: str) -> str | None:
         return None
     hook = delivery.webhook
     body = delivery.body.encode()
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": "MentalBench-Webhooks/1",
-        EVENT_HEADER: delivery.event,
-        DELIVERY_HEADER: str(delivery.pk),
-        # Signed at each attempt: the timestamp says when this attempt was made.
-        SIGNATURE_HEADER: signature_header(
-            secret=hook.secret, body=body, timestamp=int(time.time())
-        ),
-    }
     code: int | None = None
     answer = error = ""
     try:
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "MentalBench-Webhooks/1",
+            EVENT_HEADER: delivery.event,
+            DELIVERY_HEADER: str(delivery.pk),
+            # Signed at each attempt: the timestamp says when this attempt was made.
+            SIGNATURE_HEADER: signature_header(
+                secret=webhook_secret(webhook=hook), body=body, timestamp=int(time.time())
+            ),
+        }
         response = requests.post(
             hook.url,
             data=body,
@@ -171,6 +226,10 @@ def webhook_deliver(*, delivery_id: str) -> str | None:
     except requests.RequestException as exc:
         ok = False
         error = f"{type(exc).__name__}: {exc}"[:ANSWER_CHARS]
+    except EncryptionError as exc:
+        # Nothing is sent unsigned: the attempt fails and is retried (the key may come back).
+        ok = False
+        error = str(exc)[:ANSWER_CHARS]
     now = timezone.now()
     fields: dict[str, Any] = {
         "last_status_code": code,
