@@ -42,9 +42,11 @@ def _held(user) -> tuple[frozenset[str], frozenset[str]]:
     if held is None:
         from .models import StudyMember  # roles is imported by the models' neighbours
 
-        groups = user.groups.filter(name__in=ROLES).annotate(k=Value("g")).values_list("name", "k")
-        studies = StudyMember.objects.filter(user=user).annotate(k=Value("s"))
-        rows = set(groups.union(studies.values_list("role", "k")))
+        # No ORDER BY inside the UNION: SQLite (the embedded default) refuses one, and
+        # StudyMember's default ordering would put one there.
+        groups = user.groups.filter(name__in=ROLES).annotate(k=Value("g")).order_by()
+        studies = StudyMember.objects.filter(user=user).annotate(k=Value("s")).order_by()
+        rows = set(groups.values_list("name", "k").union(studies.values_list("role", "k")))
         held = (
             frozenset(name for name, k in rows if k == "g"),
             frozenset(name for name, k in rows if k == "s"),

@@ -56,7 +56,9 @@ class Postgres:
 
     def _run(self, *command: str) -> None:
         # The server refuses to run as root: as root, run it as the postgres account.
-        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        # runuser lives in sbin, which a minimal PATH (a CI job's `env -i`) may leave out.
+        runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+        prefix = [runuser or "runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         subprocess.run([*prefix, *command], check=True, capture_output=True, timeout=120)
 
     def init(self) -> None:
