@@ -22,8 +22,8 @@ from analysis import charts
 from analysis.distortion_selectors import consensus_export_rows, distortion_report
 from analysis.downloads import rows_download, table_download
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
-from analysis.jobs.services import JobRefused, job_digest, job_start
-from analysis.models import ExportLog, Job
+from analysis.jobs.services import JobRefused, kappa_f1_job_start
+from analysis.models import ExportLog
 from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import (
     StudyReport,
@@ -613,22 +613,14 @@ def kappa_f1(request: HttpRequest) -> HttpResponse:
     is kept only until the job ends."""
     form = KappaF1Form(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
-        upload = form.cleaned_data["file"]
-        params = {
-            "kind": form.cleaned_data["kind"] or None,
-            "labels": form.label_list(),
-            "n_sim": form.cleaned_data["n_sim"],
-            "seed": form.cleaned_data["seed"],
-            "file_name": upload.name,
-        }
         try:
-            job, _ = job_start(
+            job, _ = kappa_f1_job_start(
                 owner=request.user,
-                kind=Job.Kind.KAPPA_F1,
-                params=params,
-                digest=job_digest(Job.Kind.KAPPA_F1, params, upload.chunks()),
-                upload=upload,
-                upload_name="predictions.csv",
+                upload=form.cleaned_data["file"],
+                task=form.cleaned_data["kind"],
+                labels=form.label_list(),
+                n_sim=form.cleaned_data["n_sim"],
+                seed=form.cleaned_data["seed"],
             )
         except JobRefused as exc:
             form.add_error(None, str(exc))

@@ -28,7 +28,13 @@ from analysis.api_selectors import study_or_none
 from analysis.downloads import zip_attachment
 from analysis.jobs.kinds import release_params
 from analysis.jobs.selectors import job_get_for_user, jobs_of
-from analysis.jobs.services import JobRefused, job_cancel, job_digest, job_start
+from analysis.jobs.services import (
+    JobRefused,
+    job_cancel,
+    job_digest,
+    job_start,
+    kappa_f1_job_start,
+)
 from analysis.models import ExportLog, Job
 from annotation.membership import studies_for
 
@@ -191,23 +197,15 @@ class JobViewSet(
         data = KappaF1StartSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        upload = values["file"]
-        params = {
-            "kind": values["task"] or None,
-            "labels": [x.strip() for x in values.get("labels", "").split(",") if x.strip()] or None,
-            "n_sim": values["n_sim"],
-            "seed": values["seed"],
-            "file_name": upload.name,
-        }
         return self._started(
             request,
-            lambda: job_start(
+            lambda: kappa_f1_job_start(
                 owner=request.user,
-                kind=Job.Kind.KAPPA_F1,
-                params=params,
-                digest=job_digest(Job.Kind.KAPPA_F1, params, upload.chunks()),
-                upload=upload,
-                upload_name="predictions.csv",
+                upload=values["file"],
+                task=values["task"],
+                labels=[x.strip() for x in values.get("labels", "").split(",") if x.strip()],
+                n_sim=values["n_sim"],
+                seed=values["seed"],
             ),
         )
 

@@ -21,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files import File
 from django.core.files.storage import default_storage
+from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -99,6 +100,34 @@ def job_start(
 
     transaction.on_commit(send)
     return job, True
+
+
+def kappa_f1_job_start(
+    *,
+    owner: AbstractBaseUser | AnonymousUser,
+    upload: UploadedFile[bytes],
+    task: str | None,
+    labels: list[str] | None,
+    n_sim: int,
+    seed: int,
+) -> tuple[Job, bool]:
+    """Start a κ_F1 evaluation of an uploaded predictions file, as job_start answers (the page's
+    form and the API's call): the same file and parameters again give the same job."""
+    params = {
+        "kind": task or None,
+        "labels": labels or None,
+        "n_sim": n_sim,
+        "seed": seed,
+        "file_name": upload.name,
+    }
+    return job_start(
+        owner=owner,
+        kind=Job.Kind.KAPPA_F1,
+        params=params,
+        digest=job_digest(Job.Kind.KAPPA_F1, params, upload.chunks()),
+        upload=upload,
+        upload_name="predictions.csv",
+    )
 
 
 def job_cancel(*, job: Job) -> bool:
