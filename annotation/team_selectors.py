@@ -40,6 +40,8 @@ class ClinicianRow:
     open: int = 0
     started: bool = False  # anything opened: in progress, submitted, or flagged
     last_activity: datetime.datetime | None = None
+    flagged: int = 0  # set aside by the clinician; not among `assigned`
+    submitted_week: int = 0  # submitted in the 7 days before the progress was read
     #: Open work past the study's deadline, or (with no deadline) open work untouched for
     #: longer than the study's stale_after_days. Kept apart from `status`, so that a
     #: clinician who never started and is past the deadline counts among both.
@@ -70,6 +72,9 @@ class SiteRow:
     submitted: int = 0
     not_started: int = 0
     overdue: int = 0  # clinicians with overdue work, whether or not they started
+    open: int = 0
+    flagged: int = 0
+    submitted_week: int = 0
 
     @property
     def percent_done(self) -> int | None:
@@ -83,6 +88,9 @@ class SiteRow:
         self.submitted += row.submitted
         self.not_started += row.status == NOT_STARTED
         self.overdue += row.overdue
+        self.open += row.open
+        self.flagged += row.flagged
+        self.submitted_week += row.submitted_week
 
 
 @dataclass
@@ -95,6 +103,29 @@ class TeamProgress:
     clinicians: list[ClinicianRow] = field(default_factory=list)
     sites: list[SiteRow] = field(default_factory=list)
     total: SiteRow = field(default_factory=lambda: SiteRow("all sites"))
+
+
+def _rating_work(study: Study):
+    """The study's rating work as the team's progress counts it: neither practice nor
+    repeats, and not what was reclaimed (it went to someone else)."""
+    rating = Assignment.objects.filter(conversation__study=study, kind=Assignment.Kind.RATING)
+    return rating.exclude(status=Assignment.Status.RECLAIMED)
+
+
+def conversations_progress(*, study: Study) -> tuple[int, int]:
+    """How many conversations the study's clinicians were given, and how many of them are done
+    (every task on them submitted), counted over the same work as team_progress."""
+    rows = (
+        _rating_work(study)
+        .values("conversation_id")
+        .annotate(undone=Count("id", filter=~Q(status=Assignment.Status.SUBMITTED)))
+        .order_by()
+    )
+    given = done = 0
+    for row in rows:
+        given += 1
+        done += not row["undone"]
+    return given, done
 
 
 def team_progress(*, study: Study, now: datetime.datetime | None = None) -> TeamProgress:
@@ -120,8 +151,7 @@ def team_progress(*, study: Study, now: datetime.datetime | None = None) -> Team
     counted = ~Q(status__in=NOT_COUNTED)
     extra = {"late": Count("id", filter=late)} if late is not None else {}
     work = (
-        Assignment.objects.filter(conversation__study=study, kind=Assignment.Kind.RATING)
-        .exclude(status=Assignment.Status.RECLAIMED)
+        _rating_work(study)
         .values("rater_id", "rater__name", "rater__user_id", "rater__user__username")
         .annotate(
             assigned=Count("id", filter=counted),
@@ -129,6 +159,14 @@ def team_progress(*, study: Study, now: datetime.datetime | None = None) -> Team
             in_progress=Count("id", filter=Q(status=Assignment.Status.IN_PROGRESS)),
             open=Count("id", filter=is_open),
             started=Count("id", filter=~Q(status=Assignment.Status.PENDING)),
+            flagged=Count("id", filter=Q(status=Assignment.Status.FLAGGED)),
+            submitted_week=Count(
+                "id",
+                filter=Q(
+                    status=Assignment.Status.SUBMITTED,
+                    submitted_at__gte=now - datetime.timedelta(days=7),
+                ),
+            ),
             last_activity=Max("last_activity_at"),
             **extra,
         )
@@ -165,6 +203,8 @@ def team_progress(*, study: Study, now: datetime.datetime | None = None) -> Team
                 open=w["open"],
                 started=bool(w["started"]),
                 last_activity=w["last_activity"],
+                flagged=w["flagged"],
+                submitted_week=w["submitted_week"],
                 overdue=bool(w.get("late")),
             )
         )

@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 from django.core import signing
 from django.core.mail import EmailMessage
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Max, Q
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
@@ -30,6 +30,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from ..models import Assignment, MailPreference, MailSent, Study, StudyMember
+from ..team_selectors import NO_SITE, SiteRow, TeamProgress, conversations_progress, team_progress
 from ..tokens import password_token_generator
 
 logger = logging.getLogger(__name__)
@@ -321,118 +322,15 @@ def deadline_reminders_send(*, now: datetime | None = None) -> int:
     return sent
 
 
-@dataclass
-class SiteProgress:
-    """A site's (or the whole study's) clinicians and their work, counts only."""
-
-    site: str
-    clinicians: int = 0
-    not_started: int = 0
-    overdue: int = 0
-    tasks: int = 0
-    submitted: int = 0
-    submitted_week: int = 0
-    open: int = 0
-    flagged: int = 0
-
-    def add(self, other: SiteProgress) -> None:
-        for name in (
-            "clinicians",
-            "not_started",
-            "overdue",
-            "tasks",
-            "submitted",
-            "submitted_week",
-            "open",
-            "flagged",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def lines(self) -> list[str]:
-        return [
-            f"  tasks (one conversation for one clinician): {self.tasks} assigned, "
-            f"{self.submitted} submitted ({self.submitted_week} in the last 7 days), "
-            f"{self.open} open, {self.flagged} flagged",
-            f"  clinicians with work: {self.clinicians}; not started: {self.not_started}; "
-            f"overdue: {self.overdue}",
-        ]
-
-
-@dataclass
-class StudyProgress:
-    """What a lead's digest reports of a study: conversations, then the clinicians' work over
-    all sites and per site."""
-
-    conversations: int
-    conversations_done: int
-    total: SiteProgress
-    sites: list[SiteProgress]
-
-
-NO_SITE = "no site given"
-
-
-def study_progress(*, study: Study, now: datetime) -> StudyProgress:
-    """A study's progress for its leads: conversations given to clinicians and those whose every
-    task is submitted; the tasks and clinicians of the whole study, then of each site (a
-    clinician's site is their clinician membership's, `StudyMember.site`). A task is one
-    conversation for one clinician; practice and reclaimed work are left out. A clinician is
-    *not started* when none of their work is started or done, *overdue* with open work after
-    the deadline."""
-    today = timezone.localdate(now)
-    overdue_now = study.deadline is not None and study.deadline < today
-    week_ago = now - timedelta(days=7)
-    per_rater = (
-        _real_work(study)
-        .values("rater_id", "rater__user_id")
-        .annotate(
-            tasks=Count("id"),
-            submitted=Count("id", filter=Q(status=Assignment.Status.SUBMITTED)),
-            submitted_week=Count(
-                "id",
-                filter=Q(status=Assignment.Status.SUBMITTED, submitted_at__gte=week_ago),
-            ),
-            open=Count("id", filter=Q(status__in=Assignment.OPEN_STATUSES)),
-            flagged=Count("id", filter=Q(status=Assignment.Status.FLAGGED)),
-            untouched=Count(
-                "id", filter=Q(status=Assignment.Status.PENDING, started_at__isnull=True)
-            ),
-        )
-        .order_by()
-    )
-    sites = dict(
-        StudyMember.objects.filter(study=study, role=StudyMember.Role.CLINICIAN).values_list(
-            "user_id", "site"
-        )
-    )
-    total = SiteProgress(site="all sites")
-    by_site: dict[str, SiteProgress] = {}
-    for row in per_rater:
-        one = SiteProgress(
-            site=sites.get(row["rater__user_id"]) or NO_SITE,
-            clinicians=1,
-            not_started=int(row["untouched"] == row["tasks"]),
-            overdue=int(overdue_now and row["open"] > 0),
-            tasks=row["tasks"],
-            submitted=row["submitted"],
-            submitted_week=row["submitted_week"],
-            open=row["open"],
-            flagged=row["flagged"],
-        )
-        total.add(one)
-        by_site.setdefault(one.site, SiteProgress(site=one.site)).add(one)
-    conversations = (
-        _real_work(study)
-        .values("conversation_id")
-        .annotate(undone=Count("id", filter=~Q(status=Assignment.Status.SUBMITTED)))
-        .order_by()
-    )
-    return StudyProgress(
-        conversations=len(conversations),
-        conversations_done=sum(1 for row in conversations if not row["undone"]),
-        total=total,
-        sites=[by_site[name] for name in sorted(by_site)],
-    )
+def _progress_lines(site: SiteRow) -> list[str]:
+    """One site's (or every site's) counts, as the team page counts them (team_progress)."""
+    return [
+        f"  tasks (one conversation for one clinician): {site.assigned} assigned, "
+        f"{site.submitted} submitted ({site.submitted_week} in the last 7 days), "
+        f"{site.open} open, {site.flagged} flagged",
+        f"  clinicians: {site.clinicians}; not started: {site.not_started}; "
+        f"overdue: {site.overdue}",
+    ]
 
 
 def lead_digests_send(*, now: datetime | None = None) -> int:
@@ -450,26 +348,29 @@ def lead_digests_send(*, now: datetime | None = None) -> int:
         .order_by("study_id", "user_id")
     )
     sent = 0
-    progress: dict[int, StudyProgress] = {}
+    progress: dict[int, tuple[TeamProgress, tuple[int, int]]] = {}
     for member in leads:
         study = member.study
         if study.pk not in progress:
-            progress[study.pk] = study_progress(study=study, now=now)
-        report = progress[study.pk]
-        if not report.total.tasks:
+            progress[study.pk] = (
+                team_progress(study=study, now=now),
+                conversations_progress(study=study),
+            )
+        report, (given, done) = progress[study.pk]
+        if not report.total.assigned and not report.total.flagged:
             continue  # nothing assigned yet: nothing to report
         due = f"Deadline: {_day(study.deadline)}." if study.deadline else "No deadline is set."
         parts = [
             f"Hello {member.user.get_username()},\n\nThe week's progress of the study "
             f"“{study.name}”, which you lead. {due}\n",
-            f"Conversations given to clinicians: {report.conversations}, of which "
-            f"{report.conversations_done} are done (every task submitted).\n",
+            f"Conversations given to clinicians: {given}, of which {done} are done "
+            "(every task submitted).\n",
             "All sites:",
-            *report.total.lines(),
+            *_progress_lines(report.total),
         ]
         if len(report.sites) > 1 or report.sites[0].site != NO_SITE:
             for site in report.sites:
-                parts += ["", f"{site.site}:", *site.lines()]
+                parts += ["", f"{site.site}:", *_progress_lines(site)]
         parts.append(
             "\nThe study's pages: "
             + _site(reverse("analysis:dashboard", kwargs={"study_id": study.pk}))

@@ -394,13 +394,13 @@ def test_weekly_digest_to_each_lead_with_counts_per_site(smtp, db):
     assert "Deadline: Wednesday 3 March 2027." in body
     all_sites, north_part, south_part = body.split("\n\n")[3:6]
     assert "4 assigned, 2 submitted (2 in the last 7 days), 2 open, 0 flagged" in all_sites
-    assert "clinicians with work: 3; not started: 1; overdue: 0" in all_sites
+    assert "clinicians: 3; not started: 1; overdue: 0" in all_sites
     assert north_part.startswith("North Hospital:")
     assert "2 assigned, 1 submitted (1 in the last 7 days), 1 open" in north_part
-    assert "clinicians with work: 1; not started: 0; overdue: 0" in north_part
+    assert "clinicians: 1; not started: 0; overdue: 0" in north_part
     assert south_part.startswith("South Clinic:")
     assert "2 assigned, 1 submitted (1 in the last 7 days), 1 open" in south_part
-    assert "clinicians with work: 2; not started: 1; overdue: 0" in south_part
+    assert "clinicians: 2; not started: 1; overdue: 0" in south_part
     assert f"/analysis/studies/{study.pk}/" in body
     for username in ("dr_n", "dr_s1", "dr_s2"):
         assert username not in body  # counts only
@@ -411,7 +411,7 @@ def test_weekly_digest_to_each_lead_with_counts_per_site(smtp, db):
     _arrived(inbox, 2)
     body = inbox.messages[1].get_content()
     assert "4 assigned, 2 submitted (0 in the last 7 days), 2 open, 0 flagged" in body
-    assert "clinicians with work: 3; not started: 1; overdue: 2" in body
+    assert "clinicians: 3; not started: 1; overdue: 2" in body
 
     # The lead unsubscribes: no digest the week after.
     assert Client().post(_link(inbox.messages[1], "/mail/unsubscribe/")).status_code == 200
@@ -419,6 +419,49 @@ def test_weekly_digest_to_each_lead_with_counts_per_site(smtp, db):
     time.sleep(0.3)
     assert len(inbox.messages) == 2
     assert set(MailSent.objects.values_list("kind", flat=True)) == {"digest"}
+
+
+def test_the_digest_counts_what_the_team_page_counts(smtp, db):
+    """A flagged task, a repeat (test-retest), a member with nothing assigned and a clinician
+    with no site: the digest's numbers are the team page's, not a second definition."""
+    from annotation.team_selectors import NO_SITE, team_progress
+
+    inbox, _ = smtp
+    study = study_make(name="Same numbers", conversations=4)
+    member_add(study=study, user=user_make(username="lead_lo", email="lo@h.example"), role=LEAD)
+    ids = list(study.conversations.order_by("external_id").values_list("pk", flat=True))
+    busy, sited = _clinician("dr_busy"), _clinician("dr_sited")
+    assignments_create(study=study, clinicians=[busy], conversations=ids[:3])
+    assignments_create(study=study, clinicians=[sited], conversations=ids[3:])
+    member_add(study=study, user=sited.user, role=CLINICIAN, site="West")
+    member_add(study=study, user=_clinician("dr_new").user, role=CLINICIAN, site="West")
+    first, second, _third = Assignment.objects.filter(rater=busy).order_by("id")
+    Assignment.objects.filter(pk=first.pk).update(
+        status=Assignment.Status.SUBMITTED, submitted_at=timezone.now()
+    )
+    Assignment.objects.filter(pk=second.pk).update(status=Assignment.Status.FLAGGED)
+    Assignment.objects.create(
+        rater=busy, conversation_id=ids[0], kind=Assignment.Kind.RETEST, part=1
+    )  # a repeat is not more work on the team page: nor in the digest
+
+    assert mail.lead_digests_send(now=timezone.now()) == 1
+    _arrived(inbox, 1)
+    body = inbox.messages[0].get_content().replace("\r\n", "\n")
+    team = team_progress(study=study)
+    by_site = {row.site: row for row in team.sites}
+    assert set(by_site) == {"West", NO_SITE}
+    for heading, row in (("All sites:", team.total), *((f"{s}:", r) for s, r in by_site.items())):
+        part = body[body.index(heading) :].split("\n\n")[0]
+        assert (
+            f"{row.assigned} assigned, {row.submitted} submitted ({row.submitted_week} in the "
+            f"last 7 days), {row.open} open, {row.flagged} flagged"
+        ) in part
+        assert (
+            f"clinicians: {row.clinicians}; not started: {row.not_started}; overdue: {row.overdue}"
+        ) in part
+    assert "3 assigned, 1 submitted (1 in the last 7 days), 2 open, 1 flagged" in body
+    assert "clinicians: 3; not started: 1; overdue: 0" in body  # dr_new has nothing yet
+    assert "Conversations given to clinicians: 4, of which 1 are done" in body
 
 
 def test_the_beat_task_sends_deadline_reminders_and_digests(smtp, settings, db):
