@@ -10,13 +10,11 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_POST
 
-from . import tasks
 from .admin_selectors import (
     LABEL_CHANGE_HEADER,
     RATING_CHANGE_HEADER,
@@ -48,7 +46,7 @@ from .services import (
     assignment_reassign,
     assignment_reclaim,
     assignments_create,
-    clinician_create,
+    clinician_invite,
     user_password_token_issue,
 )
 from .services.sampling import clinician_sample_draw
@@ -248,20 +246,15 @@ def invite(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = InviteForm(request.POST)
     if form.is_valid():
         try:
-            user, _ = clinician_create(
-                username=form.cleaned_data["username"], email=form.cleaned_data["email"]
+            user = clinician_invite(
+                username=form.cleaned_data["username"],
+                email=form.cleaned_data["email"],
+                study=study_from_request(request),
             )
         except ValueError as exc:
             form.add_error("username", str(exc))
         else:
-            email = user.email
-            if email:
-                # The upkeep worker e-mails the invitation once the account is committed.
-                study = study_from_request(request)
-                transaction.on_commit(
-                    lambda: tasks.invitation_mail_send.delay(user.pk, study.pk if study else None)
-                )
-            return _show_link_once(request, user, emailed_to=email)
+            return _show_link_once(request, user, emailed_to=user.email)
     return _overview(request, invite_form=form, status=422)
 
 

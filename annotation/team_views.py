@@ -8,18 +8,14 @@ team_selectors'.
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from . import tasks
 from .forms import MemberAddForm, MemberInviteForm
 from .membership import (
-    CLINICIAN,
     led_study_ids,
-    member_add,
     member_add_by_username,
     member_get,
     member_remove_checked,
@@ -27,7 +23,7 @@ from .membership import (
 )
 from .models import Study, StudyMember
 from .roles import AuthenticatedHttpRequest, is_admin
-from .services import clinician_create
+from .services import clinician_invite
 from .team_selectors import team_members, team_progress
 
 
@@ -92,11 +88,9 @@ def invite(request: AuthenticatedHttpRequest, study_id: int) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            with transaction.atomic():
-                user, _ = clinician_create(username=data["username"], email=data["email"])
-                member_add(study=study, user=user, role=CLINICIAN, site=data["site"])
-                # The upkeep worker e-mails the invitation once the account is committed.
-                transaction.on_commit(lambda: tasks.invitation_mail_send.delay(user.pk, study.pk))
+            user = clinician_invite(
+                username=data["username"], email=data["email"], study=study, site=data["site"]
+            )
         except ValueError as exc:
             form.add_error("username", str(exc))
         else:

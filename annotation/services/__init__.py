@@ -31,6 +31,7 @@ from .rating import (
     assignment_submit,
     assignments_create,
     clinician_create,
+    clinician_invite,
     rating_save,
     user_password_token_issue,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "assignment_submit",
     "assignments_create",
     "clinician_create",
+    "clinician_invite",
     "clinician_rater_get_or_create",
     "conversations_import",
     "human_workbook_sources",

@@ -19,7 +19,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from ..membership import CLINICIAN as MEMBER_CLINICIAN
-from ..membership import members_ensure
+from ..membership import member_add, members_ensure
 from ..models import (
     Assignment,
     AssignmentItem,
@@ -602,6 +602,23 @@ def clinician_create(*, username: str, email: str = "") -> tuple:
     role_add(user=user, role=CLINICIAN)
     rater = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name=username, user=user)
     return user, rater
+
+
+@transaction.atomic
+def clinician_invite(*, username: str, email: str = "", study: Study | None = None, site: str = ""):
+    """Invite a clinician: the account (clinician_create), its membership of ``study`` at
+    ``site`` when a study is named, and the invitation e-mailed by the upkeep worker once all of
+    it is committed (when an address is given). The Manage page's invite and a lead's team page
+    both come here, so an invitee made from a study is on its team at once. Returns the user."""
+    user, _ = clinician_create(username=username, email=email)
+    if study is not None:
+        member_add(study=study, user=user, role=MEMBER_CLINICIAN, site=site)
+    if user.email:
+        from annotation.tasks import invitation_mail_send  # the tasks module imports services
+
+        study_id = study.pk if study is not None else None
+        transaction.on_commit(lambda: invitation_mail_send.delay(user.pk, study_id))
+    return user
 
 
 def user_password_token_issue(*, actor: User, user: User) -> tuple[str, str]:

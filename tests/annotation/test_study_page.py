@@ -94,6 +94,21 @@ def test_an_invite_keeps_the_study_and_shows_the_link_once(admin_member_client, 
     assert re.search(r'id="password-link">http://testserver/accounts/set-password/', page)
     # Shown once: the link is in no later page.
     assert 'id="password-link"' not in _page(admin_member_client, study)
+    # Invited from the study's page: on its team at once, as a lead's invite puts them.
+    from annotation.models import StudyMember
+
+    assert list(StudyMember.objects.filter(study=study).values_list("user__username", "role")) == [
+        ("dora", "clinician")
+    ]
+
+
+def test_an_invite_from_the_list_of_studies_joins_no_study(admin_member_client, db):
+    from annotation.models import StudyMember
+
+    study_make(name="Elsewhere", conversations=1)
+    response = admin_member_client.post(reverse("annotation:manage_invite"), {"username": "ed"})
+    assert response.status_code == 302
+    assert not StudyMember.objects.filter(user__username="ed").exists()
 
 
 def test_a_refused_invite_stays_on_the_study_page(admin_member_client, db):
