@@ -5,19 +5,29 @@ Django's password-reset token is invalidated by a new password, a sign-in and a 
 but not by a change of rights: a link issued for a researcher would still set the password after
 a superuser made that researcher staff, handing the holder of an old link a staff account. So the
 hash here also covers what the account may do (staff, superuser, active, its groups and direct
-permissions): any change of rights voids every link issued before it.
+permissions, and its study roles beyond rating: lead, researcher, adjudicator): any change of
+rights voids every link issued before it. Joining a study as a clinician is not such a change
+(giving work does it), so an invitation's link survives the first assignment.
 """
 
 from django.contrib.auth.tokens import PasswordResetTokenGenerator
+
+from .models import StudyMember
 
 
 def privileges_fingerprint(user) -> str:
     """What the account may do, as text that changes whenever its rights change."""
     groups = sorted(user.groups.values_list("pk", flat=True))
     permissions = sorted(user.user_permissions.values_list("pk", flat=True))
+    study_roles = sorted(
+        StudyMember.objects.filter(user=user)
+        .exclude(role=StudyMember.Role.CLINICIAN)
+        .values_list("study_id", "role")
+    )
     return (
         f"staff={int(user.is_staff)};superuser={int(user.is_superuser)};"
-        f"active={int(user.is_active)};groups={groups};permissions={permissions}"
+        f"active={int(user.is_active)};groups={groups};permissions={permissions};"
+        f"study_roles={study_roles}"
     )
 
 

@@ -10,10 +10,11 @@ from django.urls import reverse
 from django.utils.encoding import force_str
 from django.utils.http import urlsafe_base64_decode
 
+from annotation.membership import member_add
 from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add, user_can_manage
 from annotation.services import user_password_token_issue
 from annotation.tokens import password_token_generator
-from tests.factories import clinician_make
+from tests.factories import clinician_make, study_make
 
 
 @pytest.fixture
@@ -123,6 +124,8 @@ def _set_password_with(client, link: str, password: str) -> None:
         pytest.param({"is_staff": True, "is_superuser": True}, id="staff-and-superuser"),
         pytest.param({"is_staff": True}, id="staff"),
         pytest.param({"group": ADMIN}, id="admin-group"),
+        pytest.param({"study_role": "lead"}, id="study-lead"),
+        pytest.param({"study_role": "adjudicator"}, id="study-adjudicator"),
     ],
 )
 def test_a_set_password_link_dies_when_the_account_is_promoted(client, accounts, promotion):
@@ -131,6 +134,9 @@ def test_a_set_password_link_dies_when_the_account_is_promoted(client, accounts,
     # A superuser promotes the account after the link was handed out.
     if "group" in promotion:
         role_add(user=promo, role=promotion["group"])
+    elif "study_role" in promotion:
+        # A study's lead invites, adds and removes its team: rights a link must not carry over.
+        member_add(study=study_make(name="Led"), user=promo, role=promotion["study_role"])
     else:
         for flag, value in promotion.items():
             setattr(promo, flag, value)
@@ -148,6 +154,8 @@ def test_a_set_password_link_still_works_while_the_rights_stay_the_same(client, 
     link = _link_for(client, accounts["admin"], promo)
     promo.first_name = "Renamed"  # not a change of rights
     promo.save()
+    # Nor is being given work in a study (an invitation's link must survive the first task).
+    member_add(study=study_make(name="Rated"), user=promo, role="clinician")
     _set_password_with(client, link, "a-fresh-passphrase-1234")
     promo.refresh_from_db()
     assert promo.check_password("a-fresh-passphrase-1234")
