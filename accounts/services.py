@@ -245,9 +245,10 @@ def study_purge(*, name: str, actor=None, reason: str = "", dry_run: bool = Fals
     and change logs, label annotations, assignments and their items, judge and generation runs
     with their items and batches, consent texts and records, conversations and responses,
     samples, memberships, training outcomes, study codes, jobs (and, once committed, their
-    files), export log entries, webhooks limited to it, e-mail records; then the judge raters
+    files), webhooks limited to it, e-mail records; then the judge raters
     that rated nothing anywhere else. Clinician raters, responders and the rubric are shared
-    with other studies and stay. Recorded in `StudyPurgeRecord` (name, number, counts).
+    with other studies and stay, and so do the export log's entries (the record of data that
+    left), with their study cleared. Recorded in `StudyPurgeRecord` (name, number, counts).
 
     With `dry_run` everything is deleted inside the transaction and then rolled back, so the
     counts are exactly what a real purge would delete and nothing changes. Ratings, assignment
@@ -304,7 +305,11 @@ def study_purge(*, name: str, actor=None, reason: str = "", dry_run: bool = Fals
             if field.name
         ]
         gone(jobs)
-        gone(ExportLog.objects.filter(study=study))
+        # The export log is the record of data that left the platform: who took which table
+        # and when. The copies outlive the study, so the entries stay, their study cleared.
+        kept = ExportLog.objects.filter(study=study).update(study=None)
+        if kept:
+            removed["analysis.ExportLog (kept, study cleared)"] = kept
         gone(Conversation.objects.filter(study=study))
         gone(Study.objects.filter(pk=study_id))  # and every row that cascades from it
         for rater_id in sorted(judges):

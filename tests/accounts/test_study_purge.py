@@ -198,6 +198,9 @@ def test_a_purge_deletes_the_study_and_leaves_the_other_whole(two_studies):
     assert record.removed["annotation.Score"] == doomed_before["scores"]
     assert record.removed["judging.Run"] == 2 and record.removed["annotation.Rater"] == 1
     assert record.removed["annotation.ConsentRecord"] == 1
+    # Who took which data out stays on record, no longer tied to the study.
+    assert record.removed["analysis.ExportLog (kept, study cleared)"] == 1
+    assert ExportLog.objects.filter(study=None, what="ratings-long").count() == 1
     # Nothing of it in a dump of the database but the record.
     out = io.StringIO()
     call_command("dumpdata", "--exclude", "accounts.StudyPurgeRecord", stdout=out)
