@@ -57,10 +57,11 @@ def recovery_codes_shown(session: LiveSession) -> list[str]:
     return html.unescape(found.group(1)).split() if found else []
 
 
-def test_a_session_from_before_enrolment_cannot_read_the_codes_or_remove_the_factor(web, staff):
+def test_a_session_from_before_enrolment_cannot_read_the_recovery_codes(web, staff):
     """The attack: a password-only session made before the owner enrolled re-enters the
-    password, reads the recovery codes and signs in elsewhere with one of them; or deactivates
-    the owner's TOTP. Such a session is signed out at its next request, whatever the path."""
+    password, reads the recovery codes and signs in elsewhere with the password and one of
+    them, into /manage/, /admin/ and the API tokens. Such a session is signed out at its next
+    request, whatever the path."""
     early = web()
     early.sign_in("boss", PASSWORD)
     assert path_of(early.get("/")) == "/accounts/2fa/totp/activate/"
@@ -70,15 +71,34 @@ def test_a_session_from_before_enrolment_cannot_read_the_codes_or_remove_the_fac
     assert len(codes) == 10
 
     reauth = early.post("/accounts/reauthenticate/", {"password": PASSWORD})
+    read = recovery_codes_shown(early)
+    # A fresh sign-in with the password and a code the early session read, if it read any:
+    # it read none, and the password alone opens nothing.
+    thief = web()
+    thief.sign_in("boss", PASSWORD, code=read[0] if read else None)
+    for page in ("/manage/", "/admin/", "/accounts/tokens/"):
+        assert thief.get(page).status_code != 200, page
+    assert read == []
     assert path_of(reauth).startswith("/accounts/login/")
     assert not early.signed_in()
-    page = early.get("/accounts/2fa/recovery-codes/")
-    assert not any(code in page.text for code in codes)
-    # A fresh sign-in with the password and a code the early session might have read: the codes
-    # were never shown to it, and without them the password alone opens nothing.
-    thief = web()
-    assert thief.sign_in("boss", PASSWORD) == "/accounts/2fa/authenticate/"
     assert not thief.signed_in()
+
+
+def test_a_session_from_before_enrolment_cannot_remove_the_owners_authenticator(web, staff):
+    """The attack's other end: the password-only session made before the owner enrolled
+    re-enters the password and deactivates the owner's TOTP, through the pages a browser
+    uses. The authenticator stays and that session is signed out."""
+    early = web()
+    early.sign_in("boss", PASSWORD)
+    owner = web()
+    owner.sign_in("boss", PASSWORD)
+    enrol_through_the_pages(owner)
+
+    early.post("/accounts/reauthenticate/", {"password": PASSWORD})
+    early.post("/accounts/2fa/totp/deactivate/")
+    assert Authenticator.objects.filter(user=staff, type="totp").exists()
+    assert not early.signed_in()
+    assert owner.get("/manage/").status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -201,3 +201,17 @@ def test_a_first_sso_sign_in_gets_no_look_alike_of_an_existing_username(web, pro
     sso(session, provider)
     (account,) = SocialAccount.objects.filter(uid="hospital-0777")
     assert not usernames_look_alike(account.user.username, "admin"), account.user.username
+
+
+def test_sso_into_an_enrolled_account_still_asks_for_its_code(web, provider, cleo):
+    """Single sign-on is one more way in, not a way around the second factor: an account with
+    an authenticator, signing in through the identity provider, gives its code before it is
+    signed in, as after a password."""
+    totp_enrol(cleo)
+    SocialAccount.objects.create(user=cleo, provider="hospital", uid="hospital-0042")
+    session = web()
+    answer = sso(session, provider)
+    assert path_of(answer).startswith("/accounts/2fa/authenticate/"), path_of(answer)
+    assert signed_in_as(session) is None
+    session.post("/accounts/2fa/authenticate/", {"code": totp_code()})
+    assert signed_in_as(session) == "cleo"
