@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from . import tasks
+from .escalation_selectors import escalations_open_count
 from .forms import MemberAddForm, MemberInviteForm
 from .membership import (
     CLINICIAN,
@@ -50,6 +51,7 @@ def _page(
         "members": team_members(study=study, viewer=request.user),
         "team": team_progress(study=study),
         "form": form,
+        "escalations_open": escalations_open_count(study=study),
     }
     return render(request, "annotation/team.html", context, status=status)
 

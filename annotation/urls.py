@@ -16,6 +16,7 @@ urlpatterns = [
     path("rate/<str:token>/labels", views.save_labels, name="save_labels"),
     path("rate/<str:token>/submit", views.submit, name="submit"),
     path("rate/<str:token>/flag", views.flag, name="flag"),
+    path("rate/<str:token>/unsafe", views.unsafe, name="unsafe"),
     path("rate/<str:token>/heartbeat", views.heartbeat, name="heartbeat"),
     path("rate/<str:token>/feedback", calibration_views.feedback, name="practice_feedback"),
     # Adjudicators (of a study) and admins.
@@ -25,6 +26,11 @@ urlpatterns = [
         "adjudicate/<int:study_id>/<int:response_id>/",
         adjudication_views.response_page,
         name="adjudicate",
+    ),
+    path(
+        "adjudicate/<int:study_id>/escalations/<int:escalation_id>/",
+        adjudication_views.escalation_decision,
+        name="adjudicate_escalation",
     ),
     # Admins.
     path("manage/", admin_views.overview, name="manage"),

@@ -44,7 +44,9 @@ def _card_skeletons(html: str, page_items) -> set[str]:
         card = card.replace(f"Response {item.label}", "Response X")
         card = card.replace(f'data-label="{item.label}"', 'data-label="X"')
         card = re.sub(rf"\bname=s{index}-", "name=sN-", card)
-        card = re.sub(rf"(response|label|rationale|score)-{index}\b", r"\1-N", card)
+        card = re.sub(
+            rf"(response|label|rationale|score|unsafe|unsafe-reason)-{index}\b", r"\1-N", card
+        )
         skeletons.add(card)
     return skeletons
 
