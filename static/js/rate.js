@@ -230,7 +230,8 @@
     event.preventDefault();
     const block = form.closest(".unsafe");
     const body = new URLSearchParams(new FormData(form));
-    post(form.action, body).then(function (response) {
+    // getAttribute: the form holds an input named "action", which form.action would return.
+    post(form.getAttribute("action"), body).then(function (response) {
       if (response.status === 401) return signedOut(response);
       if (response.status >= 500) {
         show("Not saved — try again", "unsaved");
