@@ -11,6 +11,7 @@ urlpatterns = [
     path("rate/guidelines/", views.guidelines, name="guidelines"),  # before the token route
     path("rate/consent/<int:study_id>/", views.consent_page, name="consent"),
     path("rate/credentials/", views.credentials, name="credentials"),
+    path("rate/adjudicated/", views.adjudication_feedback_page, name="adjudication_feedback"),
     path("rate/<str:token>/", views.rate, name="rate"),
     path("rate/<str:token>/save", views.save, name="save"),
     path("rate/<str:token>/labels", views.save_labels, name="save_labels"),

@@ -10,6 +10,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
 from .calibration import calibration_after_submit
+from .feedback_selectors import adjudication_feedback, adjudication_feedback_any
 from .forms import (
     CredentialsForm,
     FlagForm,
@@ -163,7 +164,8 @@ def _rating_context(request: HttpRequest, assignment, **extra) -> dict:
 
 
 @role_required(CLINICIAN)
-def queue(request: HttpRequest) -> HttpResponse:
+def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
+    rater = Rater.objects.filter(user=request.user, kind=Rater.Kind.CLINICIAN).first()
     return render(
         request,
         "annotation/queue.html",
@@ -172,7 +174,18 @@ def queue(request: HttpRequest) -> HttpResponse:
             "progress": progress_for_user(user=request.user),
             "next": next_assignment_for_user(user=request.user),
             "consent_studies": studies_awaiting_consent(user=request.user),
+            "adjudicated": rater is not None and adjudication_feedback_any(rater=rater),
         },
+    )
+
+
+@role_required(CLINICIAN)
+def adjudication_feedback_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The clinician's scores an adjudicator set otherwise, with the reason (their own only)."""
+    rater = Rater.objects.filter(user=request.user, kind=Rater.Kind.CLINICIAN).first()
+    conversations = [] if rater is None else adjudication_feedback(rater=rater)
+    return render(
+        request, "annotation/adjudication_feedback.html", {"conversations": conversations}
     )
 
 

@@ -242,6 +242,8 @@ EXPECTED: dict[str, list[Case]] = {
     "imports/": [C("/imports/", get=ADMINS, post=ADMINS)],
     "rate/": [C("/rate/", get=(LOGIN, 200, 200, 403, 200, 200, 200))],
     "rate/guidelines/": [C("/rate/guidelines/", get=(LOGIN, 200, 200, 403, 200, 200, 200))],
+    # A clinician's own adjudication feedback (admins pass every role check: theirs is empty).
+    "rate/adjudicated/": [C("/rate/adjudicated/", get=(LOGIN, 200, 200, 403, 200, 200, 200))],
     "rate/<str:token>/": [
         C("/rate/{token}/", get=OWN_ASSIGNMENT),
         C("/rate/{label_token}/", get=OWN_ASSIGNMENT),
