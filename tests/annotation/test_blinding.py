@@ -62,6 +62,7 @@ def test_no_clinician_facing_page_or_fragment_reveals_the_responder(
     attribute = study.rubric.attributes.first()
     save = reverse("annotation:save", args=[assignment.token])
     rate = reverse("annotation:rate", args=[assignment.token])
+    unsafe = reverse("annotation:unsafe", args=[assignment.token])
 
     bodies = {
         "queue": client.get(reverse("annotation:queue")),
@@ -76,6 +77,14 @@ def test_no_clinician_facing_page_or_fragment_reveals_the_responder(
         "save fragment (error)": client.post(
             save, {"item": items[0].token, "attribute": 0, "score": 3}
         ),
+        "unsafe fragment": client.post(
+            unsafe, {"item": items[2].token, "reason": "harmful"}, headers={"HX-Request": "true"}
+        ),
+        "unsafe fragment (error)": client.post(
+            unsafe, {"item": items[1].token, "reason": ""}, headers={"HX-Request": "true"}
+        ),
+        "unsafe (no JavaScript, error)": client.post(unsafe, {"item": items[1].token}),
+        "adjudication feedback": client.get(reverse("annotation:adjudication_feedback")),
         "rate (resumed)": client.get(rate),
         "submit (missing scores)": client.post(
             reverse("annotation:submit", args=[assignment.token])
