@@ -8,6 +8,7 @@ import numpy as np
 from django.db.models import QuerySet
 
 from analysis.retest import DriftBlock, RetestAgreement, consensus_drift, retest_agreement
+from annotation.feedback_selectors import overruled_by_rater
 from annotation.models import Assignment, Rater, Rating, Score, Study
 
 DRIFT_BLOCK = 10
@@ -20,6 +21,10 @@ class RaterCalibration:
     repeats_done: int
     retest: RetestAgreement
     drift: list[DriftBlock]
+    # Of the clinician's scores on adjudicated pairs, how many the final score differs from
+    # (annotation.feedback_selectors; the clinician sees them on their feedback page).
+    overruled: int = 0
+    adjudicated: int = 0
 
 
 def _scores(study: Study) -> QuerySet[Score, tuple[int, int, int, int, int, int]]:
@@ -40,8 +45,9 @@ def _scores(study: Study) -> QuerySet[Score, tuple[int, int, int, int, int, int]
 
 
 def study_calibration(*, study: Study, block: int = DRIFT_BLOCK) -> list[RaterCalibration]:
-    """Per clinician with real work in the study: test-retest agreement and drift from the
-    other clinicians' consensus, per block of `block` conversations in submission order."""
+    """Per clinician with real work in the study: test-retest agreement, drift from the
+    other clinicians' consensus, per block of `block` conversations in submission order, and
+    how many of their scores an adjudicator set otherwise."""
     rows = np.array(list(_scores(study)), dtype=np.int64).reshape(-1, 6)
     rater, response, conversation, attribute, repeat, value = rows.T
     rubric = study.rubric
@@ -69,6 +75,7 @@ def study_calibration(*, study: Study, block: int = DRIFT_BLOCK) -> list[RaterCa
         mine = submitted_order.setdefault(rater_id, {})
         mine[conversation_id] = len(mine)
     retests = assignments.filter(kind=Assignment.Kind.RETEST)
+    overruled = overruled_by_rater(study=study)
     out = []
     clinicians = Rater.objects.filter(
         pk__in=assignments.filter(kind=Assignment.Kind.RATING).values("rater_id")
@@ -100,6 +107,8 @@ def study_calibration(*, study: Study, block: int = DRIFT_BLOCK) -> list[RaterCa
                 repeats_done=mine_retests.filter(status=Assignment.Status.SUBMITTED).count(),
                 retest=retest_agreement(pairs_arr[:, 0], pairs_arr[:, 1], labels=labels),
                 drift=consensus_drift(order, own, consensus, block=block),
+                overruled=overruled.get(clinician.pk, (0, 0))[0],
+                adjudicated=overruled.get(clinician.pk, (0, 0))[1],
             )
         )
     return out

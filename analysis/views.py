@@ -36,6 +36,7 @@ from analysis.selectors import (
 )
 from analysis.services import ratings_export_start
 from annotation.csvsafe import csv_attachment
+from annotation.escalation_selectors import escalations_open_count
 from annotation.membership import led_study_ids, studies_for, study_for
 from annotation.models import Study
 from annotation.roles import ADMIN, RESEARCHER, role_required
@@ -414,6 +415,9 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
         # Over the whole study, outside the filtered report: only the full page shows it.
         adjudicated = judges_against_adjudicated(study=study)
         context["adjudicated"] = None if adjudicated is None else adjudicated.to_dict("records")
+        # The lead is told of responses marked unsafe where they look at their study.
+        if study.pk in led_study_ids(user=request.user):
+            context["escalations_open"] = escalations_open_count(study=study)
     template = "analysis/_report.html" if request.htmx else "analysis/dashboard.html"
     return render(request, template, context)
 

@@ -365,3 +365,19 @@ def final_scores(*, study: Study) -> list[FinalScore]:
     position = {a.name: a.position for a in attributes.values()}
     rows.sort(key=lambda r: (r.conversation, r.responder, position[r.attribute]))
     return rows
+
+
+def clinician_labels(*, study: Study, response_ids: set[int]) -> dict[int, dict[int, str]]:
+    """response → rater → "Clinician A", "Clinician B", …: the letters `adjudication_page`
+    gives the clinicians whose ratings count, in the same order, for other pages of the same
+    response (escalations) to name each clinician alike. One query."""
+    labels: dict[int, dict[int, str]] = defaultdict(dict)
+    for response_id, rater_id in (
+        _counted_ratings(study)
+        .filter(response_id__in=response_ids)
+        .order_by("pk")
+        .values_list("response_id", "rater_id")
+    ):
+        mine = labels[response_id]
+        mine.setdefault(rater_id, f"Clinician {_letter(len(mine))}")
+    return labels

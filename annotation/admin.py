@@ -19,6 +19,7 @@ from .models import (
     ConsentText,
     Conversation,
     DistortionLabel,
+    Escalation,
     ImportLog,
     LabelAnnotation,
     LabelChange,
@@ -401,6 +402,19 @@ class AdjudicationAdmin(ViewOnlyAdmin):
         "response__responder",
         "attribute",
         "adjudicator",
+    ]
+
+
+@admin.register(Escalation)
+class EscalationAdmin(ViewOnlyAdmin):
+    # Written on the rating and adjudication pages only (with their locks and audit trail).
+    list_display = ["study", "response", "rater", "status", "decision", "created_at"]
+    list_filter = ["study", "status", "decision"]
+    list_select_related = [
+        "study",
+        "response__conversation__study",
+        "response__responder",
+        "rater",
     ]
 
 

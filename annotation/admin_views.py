@@ -34,6 +34,7 @@ from .admin_selectors import (
     study_steps,
 )
 from .csvsafe import csv_attachment, csv_text
+from .escalation_selectors import escalations_open_count
 from .forms import AssignForm, AuditFilterForm, ClinicianSampleForm, InviteForm, RaterChoiceForm
 from .models import Study
 from .roles import ADMIN, AuthenticatedHttpRequest, role_required
@@ -115,6 +116,7 @@ def _overview(request: HttpRequest, *, status: int = 200, **extra) -> HttpRespon
         "progress": progress,
         # Per site and per clinician of this study, with its deadline (the team page's tables).
         "team": team_progress(study=study),
+        "escalations_open": escalations_open_count(study=study),
         "assignments": assignments,
         "assignments_shown": ASSIGNMENTS_SHOWN,
         # Said once above the table rather than in every row that cannot move.

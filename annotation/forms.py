@@ -9,6 +9,7 @@ from .models import (
     Adjudication,
     ClinicianCredentials,
     ClinicianSample,
+    Escalation,
     Rater,
     Study,
     StudyMember,
@@ -89,6 +90,25 @@ class AdjudicationSaveForm(forms.Form):
                 f"unknown reason {reason!r}; choose one of " + ", ".join(Adjudication.Reason.values)
             )
         return reason
+
+
+class UnsafeForm(forms.Form):
+    """A clinician's mark that one response is unsafe, or its withdrawal (the rating page's
+    per-response form). The reason's emptiness is the service's to refuse, with its message."""
+
+    item = forms.CharField(max_length=32)
+    action = forms.ChoiceField(choices=[("mark", "mark"), ("withdraw", "withdraw")], required=False)
+    reason = forms.CharField(required=False, max_length=2000)
+
+
+class EscalationDecisionForm(forms.Form):
+    """An adjudicator's decision on one escalation."""
+
+    decision = forms.ChoiceField(
+        choices=Escalation.Decision.choices,
+        error_messages={"required": "choose a decision: confirmed unsafe or not unsafe"},
+    )
+    note = forms.CharField(max_length=2000, error_messages={"required": "say why, in the note"})
 
 
 class LabelSaveForm(forms.Form):

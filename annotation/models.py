@@ -758,6 +758,7 @@ class MailSent(models.Model):
         DEADLINE = "deadline", "Deadline reminder"
         DEADLINE_PASSED = "deadline_passed", "Deadline passed"
         DIGEST = "digest", "Weekly digest to a lead"
+        ESCALATION = "escalation", "A response marked unsafe, to a lead"
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mail_sent"
@@ -865,6 +866,7 @@ class Webhook(models.Model):
             "A study's clinicians submitted every task they were given",
         )
         RELEASE_READY = "release.ready", "A release bundle is ready"
+        ESCALATION_OPENED = "escalation.opened", "A clinician marked a response unsafe"
 
     url = models.URLField(max_length=500)
     events = models.JSONField(default=list, help_text="the Event values it hears")
@@ -957,3 +959,59 @@ class Adjudication(models.Model):
 
     def __str__(self) -> str:
         return f"adjudicated {self.response_id}/{self.attribute_id}={self.final_score}"
+
+
+class Escalation(models.Model):
+    """A clinician's mark that one response in their task is unsafe, with their reason
+    (docs/adjudication.md, *Escalation*). It heads the study's adjudication queue and stays open
+    until an adjudicator records a decision, unless the clinician withdraws it while their task
+    is open. Rows are never deleted: a withdrawn or decided escalation stays for the record, and
+    marking the response again opens a new one (at most one open per clinician and response)."""
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        WITHDRAWN = "withdrawn", "Withdrawn by the clinician"
+        RESOLVED = "resolved", "Decided by an adjudicator"
+
+    class Decision(models.TextChoices):
+        CONFIRMED_UNSAFE = "confirmed_unsafe", "Confirmed unsafe"
+        NOT_UNSAFE = "not_unsafe", "Not unsafe"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="escalations")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="escalations")
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="escalations")
+    rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="escalations")
+    reason = models.TextField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    decision = models.CharField(max_length=16, choices=Decision.choices, blank=True)
+    decision_note = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["study", "-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rater", "response"],
+                condition=Q(status="open"),
+                name="escalation_open_once",
+            ),
+            models.CheckConstraint(
+                condition=(Q(status="resolved") & ~Q(decision=""))
+                | (~Q(status="resolved") & Q(decision="")),
+                name="escalation_decided_when_resolved",
+            ),
+        ]
+        indexes = [models.Index(fields=["study", "status"], name="escalation_study_status")]
+
+    def __str__(self) -> str:
+        return f"escalation {self.pk} of response {self.response_id} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == self.Status.OPEN

@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Case, Count, Sum, When
 from django.http import Http404
 
+from .escalation_selectors import unsafe_marks
 from .models import (
     Assignment,
     AssignmentItem,
@@ -234,6 +235,9 @@ class ItemView:
     missing: list[str] = field(default_factory=list)
     # Rated and submitted in an earlier part of the conversation: shown read-only.
     earlier: bool = False
+    # The reason of the clinician's own open "unsafe" mark on this response; "" when none.
+    unsafe: str = ""
+    unsafe_error: str = ""  # why a mark sent without JavaScript was refused
 
     @property
     def scored(self) -> int:
@@ -253,6 +257,8 @@ class RatingPage:
     locked: bool
     rationale_required: bool = False
     rationale_min_length: int = 0
+    # A practice conversation is training material: nothing in it is escalated.
+    practice: bool = False
 
     @property
     def scored(self) -> int:
@@ -362,6 +368,7 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
         rating_id__in=[r["id"] for r in ratings.values()]
     ).values_list("rating_id", "attribute_id", "value"):
         scores.setdefault(rating_id, {})[attribute_id] = value
+    unsafe = unsafe_marks(assignment=assignment)
     views = []
     for item in items:
         rating = ratings.get(item["response_id"])
@@ -377,6 +384,7 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
                     for code, label, group in groups
                 ],
                 earlier=item["earlier"],
+                unsafe=unsafe.get(item["response_id"], ""),
             )
         )
     return RatingPage(
@@ -387,6 +395,7 @@ def rating_page(*, assignment: Assignment) -> RatingPage:
         locked=assignment.status not in Assignment.OPEN_STATUSES,
         rationale_required=study.rationale_required,
         rationale_min_length=study.rationale_min_length,
+        practice=assignment.kind == Assignment.Kind.PRACTICE,
     )
 
 

@@ -23,6 +23,13 @@ def invitation_mail_send(user_id: int, study_id: int | None = None) -> None:
 
 
 @shared_task(ignore_result=True, **_RETRY)
+def escalation_mail_send(escalation_id: int) -> None:
+    """The leads' e-mail about a response marked unsafe, enqueued when the escalation commits.
+    Sent once per lead (MailSent), so a retry or a redelivery sends only what had not gone."""
+    mail.escalation_mails_send(escalation_id=escalation_id)
+
+
+@shared_task(ignore_result=True, **_RETRY)
 def reminders_send() -> None:
     """Periodic (Celery beat): remind clinicians whose assigned work has paused or whose study's
     deadline is near or passed, and send the leads' weekly digests. Each message is sent once

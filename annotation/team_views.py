@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from .escalation_selectors import escalations_open_count
 from .forms import MemberAddForm, MemberInviteForm
 from .membership import (
     led_study_ids,
@@ -46,6 +47,7 @@ def _page(
         "members": team_members(study=study, viewer=request.user),
         "team": team_progress(study=study),
         "form": form,
+        "escalations_open": escalations_open_count(study=study),
     }
     return render(request, "annotation/team.html", context, status=status)
 

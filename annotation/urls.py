@@ -11,11 +11,13 @@ urlpatterns = [
     path("rate/guidelines/", views.guidelines, name="guidelines"),  # before the token route
     path("rate/consent/<int:study_id>/", views.consent_page, name="consent"),
     path("rate/credentials/", views.credentials, name="credentials"),
+    path("rate/adjudicated/", views.adjudication_feedback_page, name="adjudication_feedback"),
     path("rate/<str:token>/", views.rate, name="rate"),
     path("rate/<str:token>/save", views.save, name="save"),
     path("rate/<str:token>/labels", views.save_labels, name="save_labels"),
     path("rate/<str:token>/submit", views.submit, name="submit"),
     path("rate/<str:token>/flag", views.flag, name="flag"),
+    path("rate/<str:token>/unsafe", views.unsafe, name="unsafe"),
     path("rate/<str:token>/heartbeat", views.heartbeat, name="heartbeat"),
     path("rate/<str:token>/feedback", calibration_views.feedback, name="practice_feedback"),
     # Adjudicators (of a study) and admins.
@@ -25,6 +27,11 @@ urlpatterns = [
         "adjudicate/<int:study_id>/<int:response_id>/",
         adjudication_views.response_page,
         name="adjudicate",
+    ),
+    path(
+        "adjudicate/<int:study_id>/escalations/<int:escalation_id>/",
+        adjudication_views.escalation_decision,
+        name="adjudicate_escalation",
     ),
     # Admins.
     path("manage/", admin_views.overview, name="manage"),

@@ -5,11 +5,20 @@ from django.contrib import messages
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
 from .calibration import calibration_after_submit
-from .forms import CredentialsForm, FlagForm, ImportForm, LabelSaveForm, ScoreSaveForm
+from .feedback_selectors import adjudication_feedback, adjudication_feedback_any
+from .forms import (
+    CredentialsForm,
+    FlagForm,
+    ImportForm,
+    LabelSaveForm,
+    ScoreSaveForm,
+    UnsafeForm,
+)
 from .importers.base import ImportProblem, file_sha256
 from .importers.limits import ImportLimits
 from .importers.mentalalign import read_workbook
@@ -46,6 +55,7 @@ from .services import (
     rating_save,
     study_get_or_create,
 )
+from .services.escalation import escalation_mark, escalation_withdraw
 from .uploads import UploadLimitHandler
 
 
@@ -154,7 +164,8 @@ def _rating_context(request: HttpRequest, assignment, **extra) -> dict:
 
 
 @role_required(CLINICIAN)
-def queue(request: HttpRequest) -> HttpResponse:
+def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
+    rater = Rater.objects.filter(user=request.user, kind=Rater.Kind.CLINICIAN).first()
     return render(
         request,
         "annotation/queue.html",
@@ -163,7 +174,18 @@ def queue(request: HttpRequest) -> HttpResponse:
             "progress": progress_for_user(user=request.user),
             "next": next_assignment_for_user(user=request.user),
             "consent_studies": studies_awaiting_consent(user=request.user),
+            "adjudicated": rater is not None and adjudication_feedback_any(rater=rater),
         },
+    )
+
+
+@role_required(CLINICIAN)
+def adjudication_feedback_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The clinician's scores an adjudicator set otherwise, with the reason (their own only)."""
+    rater = Rater.objects.filter(user=request.user, kind=Rater.Kind.CLINICIAN).first()
+    conversations = [] if rater is None else adjudication_feedback(rater=rater)
+    return render(
+        request, "annotation/adjudication_feedback.html", {"conversations": conversations}
     )
 
 
@@ -307,6 +329,77 @@ def flag(request: HttpRequest, token: str) -> HttpResponse:
         return redirect("annotation:rate", token=token)
     messages.success(request, "Conversation flagged; an admin will look at it.")
     return _to_next(request, after=assignment)
+
+
+@require_POST
+@role_required(CLINICIAN)
+def unsafe(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
+    """Mark one response of the task unsafe (with a reason), or withdraw the mark. From the
+    page's script (HX-Request): the response's unsafe block again, with why when refused
+    (400 bad input, 409 a task that takes no more edits). Without JavaScript: back to the
+    page at that response, or the page again with why (400)."""
+    assignment = assignment_get_for_user(user=request.user, token=token)
+    form = UnsafeForm(request.POST)
+    error, status = "", 200
+    withdraw = form.is_valid() and form.cleaned_data["action"] == "withdraw"
+    if not form.is_valid():
+        error, status = "; ".join(str(e) for errs in form.errors.values() for e in errs), 400
+    else:
+        try:
+            if withdraw:
+                escalation_withdraw(
+                    assignment=assignment, item_token=form.cleaned_data["item"], user=request.user
+                )
+            else:
+                escalation_mark(
+                    assignment=assignment,
+                    item_token=form.cleaned_data["item"],
+                    reason=form.cleaned_data["reason"],
+                    user=request.user,
+                )
+        except AssignmentLocked as exc:
+            error, status = str(exc), 409
+        except ValueError as exc:
+            error, status = str(exc), 400
+    context = _rating_context(request, assignment)
+    token_sent = form.cleaned_data.get("item") if form.is_valid() else None
+    index, item = next(
+        ((n, i) for n, i in enumerate(context["page"].items) if i.token == token_sent),
+        (None, None),
+    )
+    if item is not None and error:
+        item.unsafe_error = error
+    if getattr(request, "htmx", False):
+        if item is None:
+            return render(request, "annotation/_save_state.html", {"error": error}, status=status)
+        return render(
+            request,
+            "annotation/_unsafe.html",
+            {
+                **context,
+                "item": item,
+                "index": index,
+                "editable": "" if context["page"].locked else "1",
+                "draft": "" if withdraw else request.POST.get("reason", ""),
+            },
+            status=status,
+        )
+    if status == 409 or (item is None and error):
+        messages.error(request, error)
+        return redirect("annotation:rate", token=token)
+    if error:
+        context["draft"] = request.POST.get("reason", "")
+        return render(request, "annotation/rate.html", context, status=status)
+    messages.success(
+        request,
+        f"Response {item.label if item else ''}: "
+        + (
+            "the unsafe mark is withdrawn."
+            if withdraw
+            else "marked unsafe; it goes to the study's adjudicators and its lead is told."
+        ),
+    )
+    return redirect(reverse("annotation:rate", kwargs={"token": token}) + f"#response-{index}")
 
 
 @require_POST

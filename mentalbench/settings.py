@@ -378,6 +378,7 @@ CELERY_TASK_ROUTES = {
     for name in (
         "accounts.tasks.password_reset_mail_send",
         "annotation.tasks.invitation_mail_send",
+        "annotation.tasks.escalation_mail_send",
         "annotation.tasks.reminders_send",
         "judging.tasks.runs_sweep",
         "judging.tasks.batch_submit",

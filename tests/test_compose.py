@@ -99,8 +99,8 @@ def test_healthchecks_restarts_and_persistence(compose):
 
 def test_runs_and_upkeep_have_workers_of_their_own(compose):
     """Long runs (and background jobs, which share their queue) never hold the sweepers, the
-    batch polls, a webhook delivery or an e-mail (forgot password, invitation, reminders): each
-    queue has its own worker."""
+    batch polls, a webhook delivery or an e-mail (forgot password, invitation, an escalation,
+    reminders): each queue has its own worker."""
     from django.conf import settings
 
     services = compose["services"]
@@ -119,6 +119,7 @@ def test_runs_and_upkeep_have_workers_of_their_own(compose):
         "annotation.tasks.webhook_deliver",
         "annotation.tasks.webhooks_deliver_due",
         "annotation.tasks.invitation_mail_send",
+        "annotation.tasks.escalation_mail_send",
         "annotation.tasks.reminders_send",
     }
     assert settings.CELERY_TASK_DEFAULT_QUEUE == "runs"

@@ -242,6 +242,8 @@ EXPECTED: dict[str, list[Case]] = {
     "imports/": [C("/imports/", get=ADMINS, post=ADMINS)],
     "rate/": [C("/rate/", get=(LOGIN, 200, 200, 403, 200, 200, 200))],
     "rate/guidelines/": [C("/rate/guidelines/", get=(LOGIN, 200, 200, 403, 200, 200, 200))],
+    # A clinician's own adjudication feedback (admins pass every role check: theirs is empty).
+    "rate/adjudicated/": [C("/rate/adjudicated/", get=(LOGIN, 200, 200, 403, 200, 200, 200))],
     "rate/<str:token>/": [
         C("/rate/{token}/", get=OWN_ASSIGNMENT),
         C("/rate/{label_token}/", get=OWN_ASSIGNMENT),
@@ -269,6 +271,15 @@ EXPECTED: dict[str, list[Case]] = {
     # Incomplete work: the page again with what is missing (422) for its clinician only.
     "rate/<str:token>/submit": [
         C("/rate/{token}/submit", get=NOT_GET, post=(LOGIN, 422, 404, 403, 404, 404, 404))
+    ],
+    # Marking a response unsafe (without JavaScript: back to the page); its clinician only.
+    "rate/<str:token>/unsafe": [
+        C(
+            "/rate/{token}/unsafe",
+            get=NOT_GET,
+            post=(LOGIN, 302, 404, 403, 404, 404, 404),
+            data=lambda world, role: {"item": world["item_token"], "reason": "dangerous advice"},
+        )
     ],
     "rate/<str:token>/flag": [
         C(
@@ -504,7 +515,24 @@ EXPECTED: dict[str, list[Case]] = {
     # membership, tested in tests/annotation/test_adjudication.py); the world's clinicians agree
     # on everything, so a save names no disputed attribute (400, nothing written).
     "adjudicate/": [C("/adjudicate/", get=ADMINS)],
-    "adjudicate/<int:study_id>/": [C("/adjudicate/{study_id}/", get=ADMINS)],
+    # The queue: also the study's lead (told of escalations), read-only; a researcher passes the
+    # gate a lead passes, then finds no such study.
+    "adjudicate/<int:study_id>/": [
+        C(
+            "/adjudicate/{study_id}/",
+            get={**_by_role(LOGIN, 403, 403, 404, 200, 200, 200), "lead": 200},
+        )
+    ],
+    # A decision on the world's escalation: admins close it (the same decision again changes
+    # nothing), back to the response's page; the lead reads the queue but decides nothing.
+    "adjudicate/<int:study_id>/escalations/<int:escalation_id>/": [
+        C(
+            "/adjudicate/{study_id}/escalations/{escalation_id}/",
+            get=NOT_GET,
+            post={**_by_role(LOGIN, 403, 403, 403, 302, 302, 302), "lead": 403},
+            data=lambda world, role: {"decision": "not_unsafe", "note": "reviewed"},
+        )
+    ],
     "adjudicate/<int:study_id>/<int:response_id>/": [
         C(
             "/adjudicate/{study_id}/{response_id}/",
@@ -730,6 +758,7 @@ def world_build() -> dict:
         Assignment,
         AssignmentItem,
         Conversation,
+        Escalation,
         Rater,
         Rating,
         ReferenceScore,
@@ -853,6 +882,13 @@ def world_build() -> dict:
     outside = study_make(name="Outside study", conversations=1)
     member_add(study=outside, user=users["outsider"], role=LEAD, site="Elsewhere")
     member_add(study=outside, user=users["outsider"], role=MEMBER_RESEARCHER)
+    escalation = Escalation.objects.create(
+        study=study,
+        response=item.response,
+        assignment=assignment,
+        rater=clinician,
+        reason="walk: unsafe advice",
+    )
     # Reclaim needs stale work: make the assignment look long untouched.
     Assignment.objects.filter(pk=assignment.pk).update(
         last_activity_at=None, created_at=assignment.created_at.replace(year=2000)
@@ -871,6 +907,7 @@ def world_build() -> dict:
         "study_id": study.pk,
         "job_id": job.pk,
         "webhook_id": webhook.pk,
+        "escalation_id": escalation.pk,
         "label_study_id": label_study.pk,
         "assignment_id": assignment.pk,
         "member_id": member.pk,

@@ -1,7 +1,7 @@
 """E-mail the platform sends of its own accord: an invitation with a set-password link, a
 reminder when a clinician's assigned work has not moved for the study's `remind_after_days`, a
-reminder before a study's deadline (and once after it passed), and a weekly digest of a study's
-progress to its leads.
+reminder before a study's deadline (and once after it passed), a weekly digest of a study's
+progress to its leads, and, at once, a note to its leads when a clinician marks a response unsafe.
 
 Sent by the upkeep worker (annotation.tasks), never from a web request, through Django's e-mail
 backend (SMTP where EMAIL_HOST is set, the worker's log otherwise). Every message carries an
@@ -29,7 +29,7 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from ..models import Assignment, MailPreference, MailSent, Study, StudyMember
+from ..models import Assignment, Escalation, MailPreference, MailSent, Study, StudyMember
 from ..team_selectors import NO_SITE, SiteRow, TeamProgress, conversations_progress, team_progress
 from ..tokens import password_token_generator
 
@@ -382,6 +382,51 @@ def lead_digests_send(*, now: datetime | None = None) -> int:
                 key=f"digest:{study.pk}:{year}-W{week:02d}",
                 subject=f"Weekly progress of “{study.name}”",
                 body="\n".join(parts),
+                study=study,
+            ),
+        )
+    return sent
+
+
+def escalation_mails_send(*, escalation_id: int) -> int:
+    """Tell each lead of the study (`StudyMember` role lead, active accounts) that a clinician
+    marked a response unsafe: the study, the conversation's id in it, how many escalations are
+    open, and the adjudication queue's address. Neither the clinician, the responder nor the
+    reason's text is in the message (the reason is on the queue, behind sign-in). Sent once per
+    escalation and lead; nothing for one withdrawn or decided before the worker got to it.
+    Returns how many were sent."""
+    escalation = (
+        Escalation.objects.select_related("study", "assignment__conversation")
+        .filter(pk=escalation_id, status=Escalation.Status.OPEN)
+        .first()
+    )
+    if escalation is None:
+        return 0
+    study = escalation.study
+    open_count = Escalation.objects.filter(study=study, status=Escalation.Status.OPEN).count()
+    queue = _site(reverse("annotation:adjudicate_queue", kwargs={"study_id": study.pk}))
+    leads = (
+        StudyMember.objects.filter(study=study, role=StudyMember.Role.LEAD, user__is_active=True)
+        .select_related("user")
+        .order_by("user_id")
+    )
+    sent = 0
+    for member in leads:
+        body = (
+            f"Hello {member.user.get_username()},\n\nA clinician marked a response unsafe in "
+            f"the study “{study.name}”, which you lead (conversation "
+            f"{escalation.assignment.conversation.external_id}). It heads the study's "
+            f"adjudication queue, with the clinician's reason, until an adjudicator decides it. "
+            f"{_plural(open_count, 'escalation')} of the study "
+            f"{'is' if open_count == 1 else 'are'} open now.\n\nThe queue: {queue}"
+        )
+        sent += _send_once(
+            member.user,
+            _Message(
+                MailSent.Kind.ESCALATION,
+                key=f"escalation:{escalation.pk}",
+                subject=f"A response in “{study.name}” was marked unsafe",
+                body=body,
                 study=study,
             ),
         )

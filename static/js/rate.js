@@ -220,6 +220,40 @@
     if (dirty.size) event.preventDefault();
   });
 
+  // --- Unsafe marks ------------------------------------------------------------------------------
+  // A response's "mark unsafe" and "withdraw" forms work as plain forms; here they are sent in the
+  // background and the server's answer (the block again, with why when refused) takes their
+  // place, so the scores typed meanwhile stay on the page. Focus goes to what follows the action.
+  root.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (!form.matches("form[data-unsafe]")) return;
+    event.preventDefault();
+    const block = form.closest(".unsafe");
+    const body = new URLSearchParams(new FormData(form));
+    // getAttribute: the form holds an input named "action", which form.action would return.
+    post(form.getAttribute("action"), body).then(function (response) {
+      if (response.status === 401) return signedOut(response);
+      if (response.status >= 500) {
+        show("Not saved — try again", "unsaved");
+        return;
+      }
+      return response.text().then(function (text) {
+        if (!response.headers.get("Content-Type") || text.indexOf('class="unsafe') === -1) {
+          state.innerHTML = text; // a refusal that is not about one response's block
+          return;
+        }
+        const holder = document.createElement("div");
+        holder.innerHTML = text.trim();
+        const fresh = holder.firstElementChild;
+        block.replaceWith(fresh);
+        const focus = fresh.querySelector("[aria-invalid], .error ~ button, button, summary");
+        if (focus) focus.focus();
+      });
+    }, function () {
+      show("Not saved — check the connection and try again", "unsaved");
+    });
+  });
+
   // --- Keyboard flow, anchors and progress ------------------------------------------------------
   // The rubric panel holds each attribute's name and anchors once; the radios get their full
   // accessible names ("Response B, Guidance: 3 — <anchor>") and the line under each attribute

@@ -44,7 +44,9 @@ def _card_skeletons(html: str, page_items) -> set[str]:
         card = card.replace(f"Response {item.label}", "Response X")
         card = card.replace(f'data-label="{item.label}"', 'data-label="X"')
         card = re.sub(rf"\bname=s{index}-", "name=sN-", card)
-        card = re.sub(rf"(response|label|rationale|score)-{index}\b", r"\1-N", card)
+        card = re.sub(
+            rf"(response|label|rationale|score|unsafe|unsafe-reason)-{index}\b", r"\1-N", card
+        )
         skeletons.add(card)
     return skeletons
 
@@ -60,6 +62,7 @@ def test_no_clinician_facing_page_or_fragment_reveals_the_responder(
     attribute = study.rubric.attributes.first()
     save = reverse("annotation:save", args=[assignment.token])
     rate = reverse("annotation:rate", args=[assignment.token])
+    unsafe = reverse("annotation:unsafe", args=[assignment.token])
 
     bodies = {
         "queue": client.get(reverse("annotation:queue")),
@@ -74,6 +77,14 @@ def test_no_clinician_facing_page_or_fragment_reveals_the_responder(
         "save fragment (error)": client.post(
             save, {"item": items[0].token, "attribute": 0, "score": 3}
         ),
+        "unsafe fragment": client.post(
+            unsafe, {"item": items[2].token, "reason": "harmful"}, headers={"HX-Request": "true"}
+        ),
+        "unsafe fragment (error)": client.post(
+            unsafe, {"item": items[1].token, "reason": ""}, headers={"HX-Request": "true"}
+        ),
+        "unsafe (no JavaScript, error)": client.post(unsafe, {"item": items[1].token}),
+        "adjudication feedback": client.get(reverse("annotation:adjudication_feedback")),
         "rate (resumed)": client.get(rate),
         "submit (missing scores)": client.post(
             reverse("annotation:submit", args=[assignment.token])
