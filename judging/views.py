@@ -51,6 +51,15 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+def _took(run: Run, *, finished: int) -> str | None:
+    """ "1 min 30 s (0.07 items/s)" for a settled run that started and finished; else None."""
+    if run.is_active or not (run.started_at and run.finished_at):
+        return None
+    seconds = max(0.0, (run.finished_at - run.started_at).total_seconds())
+    rate = finished / seconds if seconds else 0.0
+    return f"{_duration(seconds)} ({rate:.2f} items/s)"
+
+
 def _run_context(run: Run) -> dict:
     progress = selectors.run_progress(run=run)
     silent = run.silent_for(timezone.now())
@@ -66,7 +75,9 @@ def _run_context(run: Run) -> dict:
         # a run whose every item failed never shows a full bar.
         "percent": f"{progress.percent if run.is_active else progress.done_percent:.1f}",
         "throughput": f"{progress.per_second:.1f}",
-        "eta": _duration(progress.eta_s) if run.is_active else "—",
+        "eta": _duration(progress.eta_s),
+        # A settled run has nothing left to estimate: how long it took, and at what rate.
+        "took": _took(run, finished=progress.done + progress.failed),
         # "price unknown" rather than the 0 an unpriced endpoint's items hold.
         "cost": prices.usd(progress.cost_usd if priced else None),
         "billed_cost": prices.usd(progress.billed_cost_usd if priced else None),

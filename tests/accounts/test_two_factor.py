@@ -61,6 +61,15 @@ def test_staff_without_an_authenticator_must_enrol_before_anything_else(client, 
     codes = codes_page.content.decode()
     assert 'id="recovery_codes"' in codes and 'id="codes_saved"' in codes
     assert re.search(r'<a href="/admin/" class="button" id="continue">Continue</a>', codes)
+    # Continue and the codes' own links are separate actions, each an item of its own list
+    # (allauth's page ran its two links together and had no way on).
+    actions = re.search(r'<ul class="actions">(.*?)</ul>', codes, re.S).group(1)
+    items = re.findall(r"<li><a [^>]*>([^<]+)</a></li>", actions)
+    assert items == ["Continue"], items  # the codes are shown once: nothing else to do here
+    # Seen again later: how many are left, and making new ones is its own action beside Continue.
+    again = client.get(reverse("mfa_view_recovery_codes")).content.decode()
+    actions = re.search(r'<ul class="actions">(.*?)</ul>', again, re.S).group(1)
+    assert re.findall(r"<li><a [^>]*>([^<]+)</a></li>", actions) == ["Continue", "Make new codes"]
     # The session that enrolled passed the factor: the platform opens.
     assert client.get("/manage/").status_code == 200
 

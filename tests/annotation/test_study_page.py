@@ -195,3 +195,17 @@ def test_the_progress_table_counts_each_kind_of_task_apart(admin_member_client, 
     ann_row = ann_row.group(1)
     assert re.findall(r"<td>([^<]*)</td>", ann_row)[:3] == ["0 / 1", "0", "2"]
     assert re.search(r"<tr><td>ben <span class=\"muted\">\(not started\)</span>", html)
+
+
+def test_why_a_row_cannot_move_is_said_once_not_on_every_row(admin_member_client, db):
+    """Two clinicians on every conversation: no waiting row can move to the other. The reason was
+    a sentence on each of them ("No other clinician can take it: ..." twelve times on a small
+    study); it is said once above the table, and each such row shows a dash."""
+    study = study_make(name="Unmovable", conversations=6)
+    ann, ben = clinician_make(username="ann"), clinician_make(username="ben")
+    assignments_create(study=study, clinicians=[ann, ben], overlap=2, overlap_fraction=1)
+    html = _page(admin_member_client, study)
+    assert Assignment.objects.filter(conversation__study=study).count() == 12
+    assert html.count("already holds") == 1 and 'id="no-candidate-note"' in html
+    assert html.count('class="muted no-candidate"') == 12
+    assert "No other clinician can take it" not in html

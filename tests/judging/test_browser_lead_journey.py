@@ -93,6 +93,34 @@ class Journey:
         self.click(page, page.locator("header.topbar nav a", has_text=label), who)
 
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "lead-journey.md"
+
+
+def _documented_counts() -> dict[str, tuple[int, int]]:
+    """The counts docs/lead-journey.md gives: the lead before the study page, the lead now, and
+    the clinicians (clicks, keystrokes)."""
+    text = DOC.read_text()
+
+    def row(label: str) -> tuple[int, int]:
+        found = re.search(
+            rf"^\| \**{re.escape(label)}[^|]*\| \**(\d+)\** \| \**(\d+)\** \|$", text, re.M
+        )
+        assert found, f"docs/lead-journey.md has no row for {label!r}"
+        return int(found.group(1)), int(found.group(2))
+
+    return {
+        "before": row("the lead, before"),
+        "now": row("the lead, now"),
+        "clinicians": row("both clinicians together"),
+    }
+
+
+def _shot(page, name: str, width: int) -> None:
+    """A picture of the page for docs/lead-journey.md (bin/screenshots puts it there)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"lead-journey-{name}-{width}.png"), full_page=True)
+
+
 def _study_pk() -> int:
     from annotation.models import Study
 
@@ -270,17 +298,20 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
         with lead.expect_navigation():
             journey.click(lead, lead.get_by_role("link", name="Journey study"), "lead")
         lead.wait_for_selector("#launch-judge-run")
+        _shot(lead, "study-page", width)
         with lead.expect_navigation():
             journey.click(lead, "#launch-judge-run", "lead")
         assert lead.locator("#id_study option:checked").inner_text() == "Journey study"
         assert lead.locator("#id_endpoint option:checked").inner_text() == "GPT-4o judge"
         lead.wait_for_selector("#estimate-immediate")
+        _shot(lead, "run-form", width)
         # Celery runs eagerly here: the launch's answer comes once the run has been worked,
         # which on a loaded two-core machine can outlast Playwright's 30 s for a click.
         with lead.expect_navigation(url="**/judging/runs/*/", timeout=180_000):
             journey.click(lead, "#launch", "lead", no_wait_after=True)
         lead.wait_for_selector(".status-done", timeout=60_000)
         run = Run.objects.get()
+        _shot(lead, "run-page", width)
 
         # 9. Its results, from the run page: the dashboard with this judge.
         with lead.expect_navigation():
@@ -321,3 +352,10 @@ def test_a_study_lead_runs_a_study_from_an_empty_instance(
     print(json.dumps(counts))
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     (SCREENSHOTS / f"lead-journey-{width}.json").write_text(json.dumps(counts))
+    # The counts docs/lead-journey.md gives are the ones measured, and fewer than before.
+    documented = _documented_counts()
+    lead_counts = (counts["lead"]["clicks"], counts["lead"]["keys"])
+    assert lead_counts == documented["now"], (lead_counts, documented)
+    assert lead_counts[0] < documented["before"][0] and lead_counts[1] < documented["before"][1]
+    clinicians = (counts["clinicians"]["clicks"], counts["clinicians"]["keys"])
+    assert clinicians == documented["clinicians"], (clinicians, documented)

@@ -246,3 +246,26 @@ def test_the_eta_comes_from_the_rate_since_the_start_when_nothing_finished_latel
     assert progress.per_second == 0
     remaining = len(items) - 1
     assert progress.eta_s == pytest.approx(remaining * 600, rel=0.01)
+
+
+def test_a_settled_run_says_how_long_it_took_instead_of_an_eta(
+    staff_client, study, endpoint_factory
+):
+    """A finished run has nothing left to estimate: its page said "Throughput 0.0 items/s ·
+    ETA —" (the throughput of the last half minute, the dash of no remaining work). It says how
+    long the run took and at what rate instead."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    run = services.judge_run_create(study_id=study.id, endpoint=endpoint_factory())
+    total = RunItem.objects.filter(run=run).count()
+    finished = timezone.now() - timedelta(hours=1)
+    RunItem.objects.filter(run=run).update(status=RunItem.Status.DONE, finished_at=finished)
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.DONE, started_at=finished - timedelta(seconds=90), finished_at=finished
+    )
+    page = staff_client.get(reverse("judging:run", args=[run.pk])).content.decode()
+    progress = page[page.index('id="run-progress"') :]
+    assert "ETA" not in progress and "Throughput 0.0" not in progress
+    assert f"Took 1 min 30 s ({total / 90:.2f} items/s)" in progress
