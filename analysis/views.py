@@ -82,7 +82,9 @@ TERMS: tuple[Term, ...] = (
         "The range an ICC would take over repeated studies like this one, estimated by "
         "redrawing responders and conversations many times. Its width says how precise the "
         "number is: wider than 0.355 means the data cannot yet tell a good judge from a poor "
-        "one. From fewer than 4 responders no interval is given (not estimable).",
+        "one. From fewer than 4 responders no interval is given (not estimable). Checked by "
+        "simulation, a nominal 95 % interval over 4 to 30 responders holds about 9 times in "
+        "10 (0.85 to 0.94): read a status as that, not as 19 in 20.",
     ),
     Term(
         "alt-test",
