@@ -319,14 +319,18 @@ def _charts(report: StudyReport) -> dict[str, dict[str, Any]]:
     if report.reliability.empty:
         return {}
     rel, attrs = report.reliability, report.attributes
-    out = {
-        "icc_heatmap": charts.heatmap(rel, attrs, field="icc_c1", title="ICC(C,1)"),
-        "width_heatmap": charts.heatmap(
-            rel, attrs, field="ci_width", title="Width of the 95% bootstrap CI"
-        ),
-        "forest": charts.forest(rel, attrs),
-        "bias": charts.bias_bars(rel, attrs),
-    }
+    out: dict[str, dict[str, Any]] = {}
+    # A chart of ICCs none of which is estimable would be an empty frame: the verdicts say why
+    # instead. The bias needs only a pair and is drawn whenever there is one.
+    if "estimable" not in rel or rel["estimable"].any():
+        out |= {
+            "icc_heatmap": charts.heatmap(rel, attrs, field="icc_c1", title="ICC(C,1)"),
+            "width_heatmap": charts.heatmap(
+                rel, attrs, field="ci_width", title="Width of the 95% bootstrap CI"
+            ),
+            "forest": charts.forest(rel, attrs),
+        }
+    out["bias"] = charts.bias_bars(rel, attrs)
     if not report.ranking.empty:
         out["figure4"] = charts.human_vs_judges(report.ranking)
     return out
