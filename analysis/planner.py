@@ -40,6 +40,7 @@ PLANNER_COLUMNS: tuple[str, ...] = (
     "more_clinician_only",
     "more_judge_assisted",
     "ratings_saved",
+    "reason",
 )
 
 
@@ -89,7 +90,39 @@ def _plan(est: pd.DataFrame, target: pd.Series, z: float, keys: list[str]) -> pd
     out["more_clinician_only"] = np.maximum(need_c - n, 0)
     out["more_judge_assisted"] = np.maximum(need_j - n, 0)
     out["ratings_saved"] = 1.0 - ratio2
+    out["reason"] = _no_plan_reasons(est, target, need_c)
     return out.reset_index(drop=True)
+
+
+def _no_plan_reasons(est: pd.DataFrame, target: pd.Series | float, needed: pd.Series) -> list[str]:
+    """Why a row has no plan, in words ("" where it has one): a cell without an interval yet
+    (its estimate's own *not estimable* warning where the table carries one), or a difference
+    measured as exactly 0, which no number of conversations is planned to separate."""
+    n = est["n_labelled"].to_numpy(dtype=float)
+    se = est["clinician_only_se"].to_numpy(dtype=float)
+    planned = np.isfinite(needed.to_numpy(dtype=float))
+    targets = np.broadcast_to(np.asarray(target, dtype=float), n.shape)
+    warnings = [str(w) for w in est["warning"]] if "warning" in est.columns else [""] * len(est)
+    reasons = []
+    for i, warning in enumerate(warnings):
+        if planned[i]:
+            reasons.append("")
+        elif warning.startswith("not estimable"):
+            reasons.append(warning)
+        elif not np.isfinite(se[i]) or n[i] < 2:
+            count = int(n[i])
+            reasons.append(
+                f"not estimable: {count} clinician-rated response{'s' if count != 1 else ''}; "
+                "a plan starts from an interval, which needs at least 2"
+            )
+        elif not np.isfinite(targets[i]):
+            reasons.append(
+                "the difference measured so far is 0: no number of conversations is planned "
+                "to separate the pair"
+            )
+        else:
+            reasons.append("not estimable: no plan from these figures")
+    return reasons
 
 
 #: Below this many responders the responder lever is not projected at all. On the released

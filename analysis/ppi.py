@@ -159,7 +159,7 @@ def bounded_shift_and_variance(
     possible values this is Jeffreys' half-observation prior, whose interval Brown, Cai &
     DasGupta (2001) recommend for a proportion; for a 1–5 score it keeps a sample of
     ninety-six fives and four fours from claiming the mean is known to ±0.04 (on
-    MentalAlign-70k the t interval of such cells covers 0.84–0.91; this one 0.95 or more:
+    MentalAlign-70k the t interval of such cells covers 0.84–0.92; this one 0.93 or more:
     docs/judge-assisted.md). NaN where a cell has fewer than two observations.
     """
     lo, hi = bounds

@@ -83,7 +83,9 @@ TERMS: tuple[Term, ...] = (
         "The range an ICC would take over repeated studies like this one, estimated by "
         "redrawing responders and conversations many times. Its width says how precise the "
         "number is: wider than 0.355 means the data cannot yet tell a good judge from a poor "
-        "one. From fewer than 4 responders no interval is given (not estimable).",
+        "one. From fewer than 4 responders no interval is given (not estimable). Checked by "
+        "simulation, a nominal 95 % interval over 4 to 30 responders holds about 9 times in "
+        "10 (0.85 to 0.94): read a status as that, not as 19 in 20.",
     ),
     Term(
         "alt-test",
@@ -318,14 +320,18 @@ def _charts(report: StudyReport) -> dict[str, dict[str, Any]]:
     if report.reliability.empty:
         return {}
     rel, attrs = report.reliability, report.attributes
-    out = {
-        "icc_heatmap": charts.heatmap(rel, attrs, field="icc_c1", title="ICC(C,1)"),
-        "width_heatmap": charts.heatmap(
-            rel, attrs, field="ci_width", title="Width of the 95% bootstrap CI"
-        ),
-        "forest": charts.forest(rel, attrs),
-        "bias": charts.bias_bars(rel, attrs),
-    }
+    out: dict[str, dict[str, Any]] = {}
+    # A chart of ICCs none of which is estimable would be an empty frame: the verdicts say why
+    # instead. The bias needs only a pair and is drawn whenever there is one.
+    if "estimable" not in rel or rel["estimable"].any():
+        out |= {
+            "icc_heatmap": charts.heatmap(rel, attrs, field="icc_c1", title="ICC(C,1)"),
+            "width_heatmap": charts.heatmap(
+                rel, attrs, field="ci_width", title="Width of the 95% bootstrap CI"
+            ),
+            "forest": charts.forest(rel, attrs),
+        }
+    out["bias"] = charts.bias_bars(rel, attrs)
     if not report.ranking.empty:
         out["figure4"] = charts.human_vs_judges(report.ranking)
     return out

@@ -76,6 +76,21 @@ def _demo_ratings() -> None:
             )
 
 
+def _researcher_reads_both() -> None:
+    """The demo's researcher reads the imported study too: a member of it (the study-scoped
+    access of this code) and a platform-wide researcher (what an older checkout measured as the
+    baseline asks for; the demo keeps its researcher to its own study)."""
+    from django.contrib.auth import get_user_model
+
+    from annotation.membership import MEMBER_RESEARCHER, member_add
+    from annotation.models import Study
+    from annotation.roles import RESEARCHER, role_add
+
+    user = get_user_model().objects.get(username="researcher")
+    member_add(study=Study.objects.get(name=STUDY), user=user, role=MEMBER_RESEARCHER)
+    role_add(user=user, role=RESEARCHER)
+
+
 def _serve(checkout: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = harness.free_port()
     server = subprocess.Popen(
@@ -105,7 +120,13 @@ def _measure(browser, base: str, cookies: list, url: str, runs: int) -> dict[str
         context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 900})
         context.add_cookies(cookies)
         page = context.new_page()
-        page.goto(url, wait_until="load")
+        response = page.goto(url, wait_until="load")
+        # A page that answers anything but the dashboard (a 404 for a study the researcher is
+        # not a member of, a sign-in redirect) has no charts to wait for and would be timed as
+        # a fast dashboard.
+        if response is None or response.status != 200 or page.url != base + url:
+            status = None if response is None else response.status
+            raise SystemExit(f"{base + url} answered {status} at {page.url}: not the dashboard")
         page.wait_for_function(
             "() => [...document.querySelectorAll('[data-vega-spec]')]"
             ".every(el => el.dataset.drawn)",
@@ -167,6 +188,7 @@ def main() -> None:
     from annotation.models import Study
 
     _demo_ratings()
+    _researcher_reads_both()
     pages = {
         "demo": f"/analysis/studies/{Study.objects.get(name='Demo study').pk}/",
         "MentalAlign-70k": f"/analysis/studies/{Study.objects.get(name=STUDY).pk}/",

@@ -286,6 +286,7 @@ def judge_assisted_dashboard(request: HtmxHttpRequest, study_id: int) -> HttpRes
                 "more_clinician_only",
                 "more_judge_assisted",
                 "ratings_saved",
+                "reason",
             ],
         ),  # fmt: skip
         "adjacent": _rows(

@@ -103,6 +103,18 @@ def test_judge_assisted_uses_the_stored_sample_by_default(small_study):
         stdout=out, stderr=err,
     )  # fmt: skip
     assert f"labelled: {sample.describe()}" in err.getvalue()
+    # --design rated says on standard error and in the CSV's design column which sample it
+    # passes over (it once printed "no stored clinician sample" when one existed).
+    out, err = io.StringIO(), io.StringIO()
+    call_command(
+        "judge_assisted", "--study", study.name, "--judge", "judge-y", "--format", "csv",
+        "--design", "rated", stdout=out, stderr=err,
+    )  # fmt: skip
+    assert f"chosen over the stored {sample.describe()}" in err.getvalue()
+    assert "no stored clinician sample" not in err.getvalue()
+    assert set(pd.read_csv(io.StringIO(out.getvalue()))["design"]) == {
+        judge_assisted_report(study=study, judges=["judge-y"], design="rated").design
+    }
 
 
 def test_admin_draws_the_sample_and_assigns_only_it(small_study, client, django_user_model):

@@ -117,6 +117,10 @@ def test_the_dashboard_says_not_estimable_with_its_reason(one_conversation, rese
     assert "the scores come from 1 conversation" in verdicts
     for status in (">GR<", ">MR<", ">PR<", "unreliable", "suitable"):
         assert status not in verdicts
+    # No empty ICC chart either (a heatmap and a forest plot of nothing): the page says why;
+    # the bias, which a pair is enough for, is still drawn.
+    assert 'id="spec-icc_heatmap"' not in html and 'id="spec-forest"' not in html
+    assert 'id="icc-nothing"' in html and 'id="spec-bias"' in html
 
 
 @pytest.mark.django_db

@@ -147,6 +147,24 @@ def test_without_labelled_file_every_clinician_rated_conversation_is_labelled(sm
     assert (table["estimate"] == table["clinician_only_estimate"]).all()
 
 
+def test_a_cell_below_the_simulated_sizes_says_so(small_study):
+    """Coverage was simulated from 50 clinician-rated responses per cell up: a cell with fewer
+    keeps its interval and says so, on standard error and in its ``warning``."""
+    err = io.StringIO()
+    out = io.StringIO()
+    call_command(
+        "judge_assisted", "--study", small_study.study.name, "--judge", "judge-y", "--format",
+        "csv", stdout=out, stderr=err,
+    )  # fmt: skip
+    table = pd.read_csv(io.StringIO(out.getvalue()))
+    expected = (
+        "only 8 clinician-rated responses: the interval's coverage was checked by simulation "
+        f"from {judge_assisted.MIN_VALIDATED_N} up"
+    )
+    assert set(table["warning"]) == {expected} and table["ci_low"].notna().all()
+    assert expected in err.getvalue()
+
+
 def test_a_response_the_judge_did_not_score_stays_in_the_clinician_mean(small_study, tmp_path):
     Rating.objects.filter(
         rater__name="judge-y", response__conversation__external_id="c1",

@@ -49,6 +49,10 @@ def test_researcher_gets_means_differences_ranking_and_planner(small_study, rese
     assert len(merged) == len(adjacent)
     assert (merged["separated"] == merged["separated_from_next"]).all()
     assert body["icc_levers"] is None
+    # The design is on the answer and on every row of the means and differences.
+    assert body["design"].startswith("every conversation with a clinician score")
+    assert {row["design"] for row in body["means"] + body["differences"]} == {body["design"]}
+    assert "reason" in body["planner"][0] and "reason" in body["separation_planner"][0]
 
 
 def test_icc_lever_on_request(small_study, researcher):

@@ -54,6 +54,56 @@ def test_the_stored_clinician_sample_is_the_default_design(small_study, research
     assert sample.describe() in html
 
 
+def test_a_smaller_share_is_drawn_from_the_stored_sample(small_study, researcher_client):
+    """'A random 50 % of the design' is half of the stored clinician sample, not half of every
+    rated conversation, and says so."""
+    from analysis.judge_assisted.selectors import labelled_share
+    from annotation.services.sampling import clinician_sample_draw
+
+    sample = clinician_sample_draw(study=small_study.study, size=6, seed=8)
+    html = researcher_client.get(_url(small_study.study), {"share": "50"}).content.decode()
+    assert f"a seeded random 50 % (3) of {sample.describe()}" in html
+    picked, _ = labelled_share(study=small_study.study, share=50)
+    drawn = set(sample.conversations.values_list("external_id", flat=True))
+    assert picked is not None and len(picked) == 3 and picked <= drawn
+
+
+def test_the_page_says_in_one_sentence_whether_the_judges_are_worth_it(
+    small_study, researcher_client
+):
+    from analysis.judge_assisted.estimator import savings_summary
+    from analysis.judge_assisted.selectors import judge_assisted_report, labelled_share
+
+    html = researcher_client.get(_url(small_study.study), {"share": "50"}).content.decode()
+    labelled, _ = labelled_share(study=small_study.study, share=50)
+    report = judge_assisted_report(
+        study=small_study.study, judges=["judge-x", "judge-y"], labelled=labelled
+    )
+    sentence = savings_summary(report.means)
+    assert sentence.startswith("On this study the judges would save ")
+    assert f'<p id="ja-savings"><strong>{sentence}</strong></p>' in html.replace("&#x27;", "'")
+
+
+@pytest.mark.parametrize(
+    ("saved", "expected"),
+    [
+        ([0.01, 0.02, float("nan"), 0.03], "save 2 % of clinician ratings at equal interval "
+         "width (median over 3 cells): rate with clinicians alone."),
+        ([-0.2, -0.1, 0.0], "save 0 % of clinician ratings at equal interval width (median "
+         "over 3 cells): rate with clinicians alone."),
+        ([0.3, 0.5, 0.4], "save 40 % of clinician ratings at equal interval width (median over "
+         "3 cells): judge-assisted estimates are worth using."),
+        ([float("nan")], "No cell has an estimate yet"),
+    ],
+)  # fmt: skip
+def test_the_savings_sentence_follows_the_median_saving(saved, expected):
+    import pandas as pd
+
+    from analysis.judge_assisted.estimator import savings_summary
+
+    assert expected in savings_summary(pd.DataFrame({"ratings_saved": saved}))
+
+
 def test_clinician_cannot_open_the_page(small_study, clinician_user):
     client = Client()
     client.force_login(clinician_user)
@@ -227,6 +277,11 @@ def test_a_study_with_nothing_to_estimate_says_so_and_ranks_nothing(researcher_c
     assert 'id="ja-nothing"' in html and "Nothing to estimate yet" in html
     assert 'id="spec-ppi_forest"' not in html
     assert "not estimable: 1 clinician-rated response" in html
+    # The planner has nothing to plan from either, and says why on every row (it showed
+    # blank counts).
+    planner_rows = html.split('id="ja-planner"')[1].split("</tbody>")[0].split("<tr>")[2:]
+    assert len(planner_rows) == 3 * 7
+    assert all("not estimable: 1 clinician-rated response" in row for row in planner_rows)
     from analysis.judge_assisted.selectors import judge_assisted_report
 
     report = judge_assisted_report(study=study, judges=["lone-judge"])

@@ -158,3 +158,31 @@ def test_judge_assisted_interval_already_at_target_needs_no_more():
     assert (plan.needed_clinician_only, plan.more_clinician_only) == (5, 1)
     assert (plan.needed_judge_assisted, plan.more_judge_assisted) == (4, 0)
     assert plan.half_width_judge_assisted < 0.1
+
+
+def test_a_row_without_a_plan_says_why():
+    """A cell with one clinician-rated response has no interval to plan from, and a difference
+    measured as exactly 0 has no width that would separate it: each says so in words instead of
+    showing blank counts."""
+    nan = float("nan")
+    frame = pd.DataFrame(
+        {"responder": ["r", "s", "t"], "attribute": ["Safety"] * 3, "n_labelled": [40, 1, 1],
+         "estimate": [3.0, 4.0, 4.0], "se": [0.1, nan, nan], "clinician_only_se": [0.12, nan, nan],
+         "warning": ["", "not estimable: 1 clinician-rated response; an estimate and its "
+                     "interval need at least 2", ""]}
+    )  # fmt: skip
+    plan = planner.planner_table(frame, target_half_width=0.1)
+    assert plan.loc[0, "reason"] == "" and np.isfinite(plan.loc[0, "more_clinician_only"])
+    assert plan.loc[1, "reason"] == frame.loc[1, "warning"]
+    assert plan.loc[2, "reason"].startswith("not estimable: 1 clinician-rated response;")
+    assert plan.loc[1:, "more_clinician_only"].isna().all()
+    pair = (
+        frame.iloc[:1]
+        .rename(columns={"responder": "responder_a"})
+        .assign(responder_b="s", estimate=0.0)
+    )
+    assert (
+        planner.separation_table(pair)
+        .loc[0, "reason"]
+        .startswith("the difference measured so far is 0")
+    )

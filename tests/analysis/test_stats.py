@@ -224,6 +224,23 @@ def test_two_stage_equals_one_stage_without_within_responder_variation() -> None
     assert two.ci_high == pytest.approx(one.ci_high, abs=1e-9)
 
 
+def test_two_stage_draws_the_conversations_once_for_every_responder() -> None:
+    """The crossed design: a hard conversation lowers every responder's clinician scores alike,
+    a column shift that ICC(C,1) ignores. Drawn once per resample for all responders, such a
+    conversation effect leaves the interval that of the responders alone; drawn per responder
+    (as it once was) it became spread between responders and widened the interval."""
+    rng = np.random.default_rng(5)
+    quality = np.linspace(2.5, 4.5, 10)[:, None]
+    difficulty = rng.normal(0.0, 1.0, size=(1, 40))
+    human = quality + difficulty
+    judge = np.repeat(quality + 0.3 + rng.normal(0.0, 0.3, size=(10, 1)), 40, axis=1)
+    two = stats.bootstrap_icc_ci_two_stage(human, judge, n_boot=400, seed=9)
+    means = np.column_stack([human.mean(axis=1), judge.mean(axis=1)])
+    one = stats.bootstrap_icc_ci(means, n_boot=400, seed=9)
+    assert two.ci_low == pytest.approx(one.ci_low, abs=1e-9)
+    assert two.ci_high == pytest.approx(one.ci_high, abs=1e-9)
+
+
 def test_two_stage_is_wider_when_conversations_are_noisy() -> None:
     widths_one, widths_two = [], []
     for seed in range(5):

@@ -209,6 +209,9 @@ def test_every_method_the_dashboard_names_is_explained_on_it(client, researcher,
     linked = set(re.findall(r'href="#term-([\w-]+)"', html))
     assert {"icc", "ci", "calibration", "rouge", "alt-test", "agreement"} <= linked
     assert all(f'id="term-{slug}"' in html for slug in linked)
+    # The interval says how often it holds, as simulated (docs/analysis.md), not only 95 %.
+    ci = terms.split('id="term-ci"')[1].split("</dd>")[0]
+    assert "holds about 9 times in" in ci and "not as 19 in 20" in ci
     # The details are folded under their titles (the answer table says the same in words);
     # the answer and the coverage are not.
     for folded in ("table-reliability", "verdicts", "terms"):

@@ -100,3 +100,24 @@ def test_an_empty_exclude_overrides_the_papers_self_exclusion(db, tmp_path):
         judge.replace("gpt-4o-new", "gpt-4o-other"),
     )
     assert Rater.objects.get(name="gpt-4o-other").excluded_responders == ["gpt4o"]
+
+
+def test_the_report_says_how_many_cells_are_all_zero(db, tmp_path, capsys):
+    """A clinician cell of 0 on every attribute is the release's mark for a response with
+    nothing to rate (the scale is 1-5): stored as an invalid rating without scores, and the
+    import's report says how many of its unparseable cells are such marks. A 6 is invalid too,
+    but not one of them."""
+    path = _workbook(
+        tmp_path / "Human_judge.xlsx",
+        [
+            ["1", "C01", "I feel low.", _scores(4), _scores(0)],
+            ["2", "C01", "I cannot sleep.", _scores(6), _scores(3)],
+        ],
+    )
+    call_command("import_mentalalign", "--study", "Zeros", "--human", str(path))
+    out = capsys.readouterr().out
+    assert "2 unparseable (kept as invalid, raw text stored; 1 of them all-zero 'not rated'" in out
+    ratings = Rating.objects.filter(response__conversation__study__name="Zeros")
+    invalid = ratings.filter(status=Rating.Status.INVALID)
+    assert invalid.count() == 2 and not Score.objects.filter(rating__in=invalid).exists()
+    assert ratings.filter(status=Rating.Status.COMPLETE).count() == 2
