@@ -20,6 +20,7 @@ from .models import (
     Conversation,
     DistortionLabel,
     ImportLog,
+    LabelAdjudication,
     LabelAnnotation,
     LabelChange,
     MailPreference,
@@ -485,3 +486,12 @@ class WebhookAdmin(ViewOnlyAdmin):
 class WebhookDeliveryAdmin(ViewOnlyAdmin):
     list_display = ["created_at", "event", "webhook", "status", "attempts", "last_status_code"]
     list_filter = ["status", "event"]
+
+
+@admin.register(LabelAdjudication)
+class LabelAdjudicationAdmin(ViewOnlyAdmin):
+    # Written on the label adjudication pages only (the labelling rules and the dispute check
+    # live in the service): view-only here.
+    list_display = ["study", "conversation", "labels", "reason", "adjudicator", "updated_at"]
+    list_filter = ["study", "reason"]
+    list_select_related = ["study", "conversation__study", "adjudicator"]
