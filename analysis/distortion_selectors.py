@@ -23,10 +23,16 @@ from analysis.distortions.consistency import (
     max_repetition_distribution,
     per_label_fleiss,
 )
-from analysis.distortions.evaluation import ClinicianAgreement, clinician_agreement
+from analysis.distortions.evaluation import (
+    ClinicianAgreement,
+    KappaF1Report,
+    clinician_agreement,
+    kappa_f1_report,
+)
 from analysis.distortions.labels import AMBIGUOUS_LABELS, DEFAULT_K, DEFAULT_N, Scheme
 from analysis.distortions.splits import stratified_split
 from analysis.pseudonyms import RaterLabels
+from annotation.label_adjudication_selectors import GoldLabel, gold_labels
 from annotation.models import Conversation, LabelAnnotation, Rater, Study
 from annotation.selectors import study_distortion_labels
 from judging.models import Run
@@ -115,6 +121,9 @@ class DistortionReport:
     configurations: list[Configuration]
     clinicians: dict[str, dict[int, list[str]]]
     error: str = ""
+    # The clinicians' gold label per conversation id, with its provenance (adjudicated,
+    # clinician consensus, single clinician, awaiting adjudication): annotation's gold_labels.
+    gold: dict[int, GoldLabel] = field(default_factory=dict)
 
     def configuration(self, run_id: int) -> Configuration | None:
         return next((c for c in self.configurations if c.run.pk == run_id), None)
@@ -213,6 +222,73 @@ class DistortionReport:
             return pd.DataFrame(columns=["configuration", "clinician", "label"])
         return pd.concat(frames, ignore_index=True)
 
+    def _table_gold(self) -> pd.DataFrame:
+        columns = ["item", "message", "gold_labels", "dominant", "provenance", "n_clinicians"]
+        rows = [
+            [
+                external_id,
+                context[:160],
+                "; ".join(gold.labels),
+                gold.labels[0] if gold.labels else "",
+                gold.provenance,
+                gold.n_clinicians,
+            ]
+            for cid, external_id, context in self.conversations
+            if (gold := self.gold.get(cid)) is not None
+        ]
+        return pd.DataFrame(rows, columns=columns)
+
+    def gold_kappa_f1(self, config: Configuration) -> tuple[KappaF1Report | None, int]:
+        """κ_F1 of one configuration's final labels against the clinicians' gold: the dominant
+        label as a multiclass task for the ranked scheme, the label sets as a multilabel task
+        for the multi-label one. Items: a gold label (not awaiting adjudication) and an
+        unambiguous final label. Returns (report or None when no item qualifies, items left
+        out)."""
+        truth: list[list[str]] = []
+        predicted: list[list[str]] = []
+        for cid, final in zip(config.conversation_ids, config.consensus, strict=True):
+            gold = self.gold.get(cid)
+            if gold is None or not gold.labels:
+                continue
+            if final.ambiguous or not final.labels or set(final.labels) & set(AMBIGUOUS_LABELS):
+                continue
+            truth.append(gold.labels)
+            predicted.append(final.labels)
+        left_out = len(self.gold) - len(truth)
+        if not truth:
+            return None, left_out
+        if self.study.label_scheme == Study.LabelScheme.RANKED:
+            report = kappa_f1_report(
+                [t[0] for t in truth], [p[0] for p in predicted], kind="multiclass"
+            )
+        else:
+            report = kappa_f1_report(truth, predicted, kind="multilabel")
+        return report, left_out
+
+    def _table_gold_kappa_f1(self) -> pd.DataFrame:
+        columns = [
+            "configuration", "task", "n_items", "n_left_out", "f1", "f1_random", "kappa_f1",
+            "reason",
+        ]  # fmt: skip
+        rows = []
+        for c in self.configurations:
+            if not c.consensus:
+                continue
+            report, left_out = self.gold_kappa_f1(c)
+            rows.append(
+                {
+                    "configuration": c.name,
+                    "task": report.kind if report else "",
+                    "n_items": report.n_items if report else 0,
+                    "n_left_out": left_out,
+                    "f1": report.f1 if report else math.nan,
+                    "f1_random": report.f1_random if report else math.nan,
+                    "kappa_f1": report.kappa_f1 if report else math.nan,
+                    "reason": (report.reason or "") if report else "no message with both labels",
+                }
+            )
+        return pd.DataFrame(rows, columns=columns)
+
     def _table_others(self) -> pd.DataFrame:
         rows = [
             {"configuration": c.name, "label_as_written": text, "occurrences": count}
@@ -238,6 +314,7 @@ def distortion_report(*, study: Study, k: int | None = None) -> DistortionReport
         conversations=conversations,
         configurations=[],
         clinicians=clinician_labels(study=study),
+        gold=gold_labels(study=study, names=[label["name"] for label in labels]),
     )
     # The field's choices are exactly the values of analysis.distortions.labels.Scheme.
     scheme = cast(Scheme, study.label_scheme)
@@ -274,6 +351,7 @@ def consensus_export_rows(
     finals = [c.labels for c in config.consensus]
     splits = stratified_split(finals, seed=seed) if finals else []
     header = ["item", "text", "labels", "dominant", "rule", "ambiguous", "split"]
+    header += ["gold_labels", "gold_provenance"]
     rows = [
         [
             external_id,
@@ -283,8 +361,10 @@ def consensus_export_rows(
             final.rule,
             "1" if any(x in AMBIGUOUS_LABELS for x in final.labels) else "0",
             split,
+            "; ".join(gold.labels) if (gold := report.gold.get(cid)) else "",
+            gold.provenance if gold else "",
         ]
-        for (_, external_id, context), final, split in zip(
+        for (cid, external_id, context), final, split in zip(
             report.conversations, config.consensus, splits, strict=True
         )
     ]

@@ -521,6 +521,19 @@ DISTORTION_TABLES: dict[str, TableSpec] = {
     ),
     "agreement_labels": TableSpec("Cohen's kappa per label, final labels vs each clinician", ()),
     "others": TableSpec("Out-of-list labels, as written (counted as 'Others')", ()),
+    "gold": TableSpec(
+        "Clinicians' gold label per message, with its provenance",
+        (),
+        "adjudicated: an adjudicator's labels where the clinicians disagreed; "
+        "clinician-consensus: the labels every clinician gave (ranked: the same dominant); "
+        "single-clinician: one clinician's labels; awaiting-adjudication: no gold label yet.",
+    ),
+    "gold_kappa_f1": TableSpec(
+        "κ_F1 of the final labels against the clinicians' gold",
+        (),
+        "Ranked scheme: the dominant label, multiclass; multi-label scheme: the label sets. "
+        "Messages without a gold label or with an ambiguous final label are left out.",
+    ),
 }
 
 

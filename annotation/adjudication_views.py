@@ -51,8 +51,9 @@ def _study(request: HttpRequest, study_id: int) -> Study:
 @require_GET
 @role_required(ADJUDICATOR)
 def index(request: HttpRequest) -> HttpResponse:
+    # Distortion studies too: their queue is the labels' (label_adjudication_views).
     studies = studies_for(user=request.user, roles=(ADJUDICATOR_ROLE,)).filter(
-        kind=Study.Kind.RESPONSE_RATING
+        kind__in=(Study.Kind.RESPONSE_RATING, Study.Kind.DISTORTION_LABELLING)
     )
     return render(request, "annotation/adjudicate_index.html", {"studies": studies})
 

@@ -21,6 +21,7 @@ from .models import (
     DistortionLabel,
     Escalation,
     ImportLog,
+    LabelAdjudication,
     LabelAnnotation,
     LabelChange,
     MailPreference,
@@ -499,3 +500,12 @@ class WebhookAdmin(ViewOnlyAdmin):
 class WebhookDeliveryAdmin(ViewOnlyAdmin):
     list_display = ["created_at", "event", "webhook", "status", "attempts", "last_status_code"]
     list_filter = ["status", "event"]
+
+
+@admin.register(LabelAdjudication)
+class LabelAdjudicationAdmin(ViewOnlyAdmin):
+    # Written on the label adjudication pages only (the labelling rules and the dispute check
+    # live in the service): view-only here.
+    list_display = ["study", "conversation", "labels", "reason", "adjudicator", "updated_at"]
+    list_filter = ["study", "reason"]
+    list_select_related = ["study", "conversation__study", "adjudicator"]

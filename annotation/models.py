@@ -1015,3 +1015,35 @@ class Escalation(models.Model):
     @property
     def is_open(self) -> bool:
         return self.status == self.Status.OPEN
+
+
+class LabelAdjudication(models.Model):
+    """An adjudicator's label(s) for one user message of a distortion study whose clinicians
+    disagree (docs/adjudication.md, "Distortion labels"). Same vocabulary and scheme as the
+    clinicians' labelling (canonical names, dominant first for the ranked scheme); it is the
+    message's gold label wherever the platform forms one from clinicians. One per message:
+    saving again updates it."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="label_adjudications")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="label_adjudications"
+    )
+    labels = models.JSONField(default=list)
+    reason = models.CharField(max_length=32, choices=Adjudication.Reason.choices, blank=True)
+    reason_text = models.TextField(blank=True)
+    adjudicator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["study", "conversation"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"], name="label_adjudication_once_per_message"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"label adjudicated {self.conversation_id}={', '.join(self.labels)}"

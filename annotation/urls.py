@@ -1,6 +1,14 @@
 from django.urls import path
 
-from . import adjudication_views, admin_views, calibration_views, team_views, views, webhook_views
+from . import (
+    adjudication_views,
+    admin_views,
+    calibration_views,
+    label_adjudication_views,
+    team_views,
+    views,
+    webhook_views,
+)
 
 app_name = "annotation"
 
@@ -32,6 +40,16 @@ urlpatterns = [
         "adjudicate/<int:study_id>/escalations/<int:escalation_id>/",
         adjudication_views.escalation_decision,
         name="adjudicate_escalation",
+    ),
+    path(
+        "adjudicate/<int:study_id>/labels/",
+        label_adjudication_views.queue,
+        name="adjudicate_labels_queue",
+    ),
+    path(
+        "adjudicate/<int:study_id>/labels/<int:conversation_id>/",
+        label_adjudication_views.message_page,
+        name="adjudicate_labels",
     ),
     # Admins.
     path("manage/", admin_views.overview, name="manage"),

@@ -541,6 +541,17 @@ EXPECTED: dict[str, list[Case]] = {
             data=lambda world, role: {"attribute": world["attribute_id"], "score": 3},
         )
     ],
+    # The same for a distortion study's labels: the world's one clinician labelled the message
+    # alone, so nothing is disputed and a save is refused (400, nothing written).
+    "adjudicate/<int:study_id>/labels/": [C("/adjudicate/{label_study_id}/labels/", get=ADMINS)],
+    "adjudicate/<int:study_id>/labels/<int:conversation_id>/": [
+        C(
+            "/adjudicate/{label_study_id}/labels/{label_conversation_id}/",
+            get=ADMINS,
+            post=(LOGIN, 403, 403, 403, 400, 400, 400),
+            data=lambda world, role: {"dominant": world["label"]},
+        )
+    ],
     "analysis/studies/<int:study_id>/final-scores.csv": [
         C("/analysis/studies/{study_id}/final-scores.csv", get=RESEARCHERS)
     ],
@@ -909,6 +920,7 @@ def world_build() -> dict:
         "webhook_id": webhook.pk,
         "escalation_id": escalation.pk,
         "label_study_id": label_study.pk,
+        "label_conversation_id": label_assignment.conversation_id,
         "assignment_id": assignment.pk,
         "member_id": member.pk,
         "lead_member_id": lead.pk,

@@ -53,7 +53,8 @@ def test_dashboard_shows_figure2_kappa_consensus_distribution_and_agreement(
     # 20 for the page, and the sign-in rules' one write of the idle clock into a fresh session
     # (accounts.middleware: at most once a minute).
     # 22: the second factor's gate asks whether the account has an authenticator (accounts).
-    with django_assert_max_num_queries(22):
+    # 24: the clinicians' gold label: their labels and the adjudications (docs/distortions.md).
+    with django_assert_max_num_queries(24):
         response = client.get(reverse("analysis:distortions", args=[study.pk]))
     html = response.content.decode()
     assert response.status_code == 200
