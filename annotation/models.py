@@ -983,7 +983,8 @@ class Escalation(models.Model):
     rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="escalations")
     reason = models.TextField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
-    decision = models.CharField(max_length=16, choices=Decision.choices, blank=True)
+    # Empty until an adjudicator decides (a check constraint ties it to the status).
+    decision = models.CharField(max_length=16, choices=Decision.choices, blank=True, default="")
     decision_note = models.TextField(blank=True)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

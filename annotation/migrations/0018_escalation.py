@@ -58,6 +58,7 @@ class Migration(migrations.Migration):
                             ("confirmed_unsafe", "Confirmed unsafe"),
                             ("not_unsafe", "Not unsafe"),
                         ],
+                        default="",
                         max_length=16,
                     ),
                 ),
