@@ -22,8 +22,12 @@ What the SQL has to reproduce exactly:
 - Timestamps: ISO-8601 UTC to the microsecond when identified, otherwise the day (UTC).
 - Which ratings count (annotation/analysed.py, the default "first" rule): no practice
   conversation, and a clinician's first rating of a response (judge runs keep every repeat).
-- The last column, a response's estimated time on task, is filled in identified exports only;
-  those take the Python path, which computes it (export.long_csv).
+- The column after it, a response's estimated time on task, is filled in identified exports
+  only; those take the Python path, which computes it (export.long_csv).
+- The final score of the response × attribute and its provenance
+  (annotation.adjudication_selectors.final_scores, docs/adjudication.md) come last, the same on
+  every row of that response and attribute; ``_final_scores_sql`` is that selector's rule in SQL
+  (the mean as float8, whose text is Python's shortest repr of the same double).
 
 The header is written by Python (through csvsafe) so that it is the same text in both paths.
 """
@@ -40,10 +44,13 @@ from django.db.models import Model
 
 from analysis.copy_read import bind
 from analysis.models import RaterCode
+from annotation.adjudication_selectors import ADJUDICATED, AWAITING, CONSENSUS, SINGLE
 from annotation.csvsafe import safe_cell
 from annotation.models import (
+    Adjudication,
     AssignmentItem,
     Attribute,
+    AttributeThreshold,
     Conversation,
     Rater,
     Rating,
@@ -129,11 +136,50 @@ def _rater(*, identified: bool) -> tuple[str, str]:
     )
 
 
+def _final_scores_sql() -> str:
+    """One row per (response, attribute) of the study that clinicians scored or an adjudicator
+    settled: ``final_score`` (float8, NULL while awaiting adjudication) and ``provenance``, by
+    annotation.adjudication_selectors.final_scores' rule. Parameters: study, complete,
+    clinician, threshold (the study's)."""
+    spreads = f"""
+        SELECT ra.response_id, s.attribute_id, min(s.value) AS lo, max(s.value) AS hi,
+               avg(s.value)::float8 AS mean, count(*) AS n
+        FROM {_table(Score)} s
+        JOIN {_table(Rating)} ra ON ra.id = s.rating_id
+        JOIN {_table(Response)} rp ON rp.id = ra.response_id
+        JOIN {_table(Conversation)} c ON c.id = rp.conversation_id
+        JOIN {_table(Rater)} rt ON rt.id = ra.rater_id
+        WHERE c.study_id = %(study)s AND ra.status = %(complete)s AND NOT c.practice
+          AND ra.run_id IS NULL AND ra.repeat = 0 AND rt.kind = %(clinician)s
+        GROUP BY ra.response_id, s.attribute_id"""
+    agree = "sp.hi - sp.lo < COALESCE(th.points, %(threshold)s)"
+    return f"""
+        SELECT COALESCE(sp.response_id, adj.response_id) AS response_id,
+               COALESCE(sp.attribute_id, adj.attribute_id) AS attribute_id,
+               CASE WHEN adj.id IS NOT NULL THEN adj.final_score::float8
+                    WHEN sp.n = 1 THEN sp.lo::float8
+                    WHEN {agree} THEN sp.mean END AS final_score,
+               CASE WHEN adj.id IS NOT NULL THEN {_literal(ADJUDICATED)}
+                    WHEN sp.n = 1 THEN {_literal(SINGLE)}
+                    WHEN {agree} THEN {_literal(CONSENSUS)}
+                    ELSE {_literal(AWAITING)} END AS provenance
+        FROM ({spreads}) sp
+        FULL OUTER JOIN (
+            SELECT id, response_id, attribute_id, final_score FROM {_table(Adjudication)}
+            WHERE study_id = %(study)s
+        ) adj ON adj.response_id = sp.response_id AND adj.attribute_id = sp.attribute_id
+        LEFT JOIN {_table(AttributeThreshold)} th
+          ON th.study_id = %(study)s
+         AND th.attribute_id = COALESCE(sp.attribute_id, adj.attribute_id)"""
+
+
 def long_sql(*, identified: bool) -> str:
     label, rater_order = _rater(identified=identified)
     joins = (
         f"JOIN {_table(Responder)} rs ON rs.id = rp.responder_id "
-        f"JOIN {_table(Attribute)} at ON at.id = s.attribute_id"
+        f"JOIN {_table(Attribute)} at ON at.id = s.attribute_id "
+        f"LEFT JOIN ({_final_scores_sql()}) fs "
+        "ON fs.response_id = ra.response_id AND fs.attribute_id = s.attribute_id"
     )
     return f"""
         SELECT %(name)s::text, {safe("c.external_id")}, ra.response_id, {safe("rs.key")},
@@ -144,7 +190,8 @@ def long_sql(*, identified: bool) -> str:
                  LIMIT 1),
                {_stamp("ra.created_at", identified=identified)},
                {_stamp("ra.updated_at", identified=identified)},
-               NULL  -- active_seconds: pseudonymous exports leave it empty
+               NULL,  -- active_seconds: pseudonymous exports leave it empty
+               fs.final_score, fs.provenance
         {_from_where(joins)}
         ORDER BY c.id, rs.key, {rater_order}, ra.run_id, ra.repeat, at.position"""
 
@@ -157,6 +204,32 @@ def wide_sql(*, identified: bool, cells: list[tuple[int, int]]) -> str:
         f"max(s.value) FILTER (WHERE rp.responder_id = {int(r)} AND s.attribute_id = {int(a)})"
         for r, a in cells
     )
+    # The conversation's final scores, then their provenance, one column each per cell: the
+    # same on every row of the conversation (one row per conversation, joined to each).
+    finals = [f"f{n}" for n in range(len(cells))] + [f"p{n}" for n in range(len(cells))]
+    per_conversation = ",\n".join(
+        [
+            f"max(fs.final_score) FILTER (WHERE r2.responder_id = {int(r)} "
+            f"AND fs.attribute_id = {int(a)}) AS f{n}"
+            for n, (r, a) in enumerate(cells)
+        ]
+        + [
+            f"max(fs.provenance) FILTER (WHERE r2.responder_id = {int(r)} "
+            f"AND fs.attribute_id = {int(a)}) AS p{n}"
+            for n, (r, a) in enumerate(cells)
+        ]
+    )
+    final_columns = "".join(f",\n max(cf.{name})" for name in finals)
+    joins = (
+        f"""LEFT JOIN (
+            SELECT r2.conversation_id{"," if cells else ""} {per_conversation}
+            FROM ({_final_scores_sql()}) fs
+            JOIN {_table(Response)} r2 ON r2.id = fs.response_id
+            GROUP BY r2.conversation_id
+        ) cf ON cf.conversation_id = c.id"""
+        if cells
+        else ""
+    )
     conditions = (
         "(SELECT string_agg(e.value, ';' ORDER BY e.n) FROM jsonb_array_elements_text("
         "CASE WHEN jsonb_typeof(c.conditions) = 'array' THEN c.conditions END"
@@ -165,8 +238,8 @@ def wide_sql(*, identified: bool, cells: list[tuple[int, int]]) -> str:
     return f"""
         SELECT %(name)s::text, {safe("c.external_id")}, {safe("c.source")}, {safe(conditions)},
                {safe(label)}, {safe("rt.kind")}, ra.run_id, ra.repeat{"," if cells else ""}
-               {values}
-        {_from_where()}
+               {values}{final_columns}
+        {_from_where(joins)}
         GROUP BY c.id, rt.id, rc.id, ra.run_id, ra.repeat
         ORDER BY c.id, {rater_order}, ra.run_id, ra.repeat"""
 
@@ -209,6 +282,7 @@ def copy_csv(
         "complete": Rating.Status.COMPLETE,
         "clinician": Rater.Kind.CLINICIAN,
         "name": safe_cell(study.name) or None,
+        "threshold": study.adjudication_threshold,
     }
     statement = f"COPY ({query}) TO STDOUT WITH (FORMAT csv)"
     for _ in range(SNAPSHOT_TRIES):
