@@ -29,7 +29,7 @@ from analysis.adjudicated import judges_against_final
 from analysis.copy_read import RatingScores, packed_rating_scores, plain_columns
 from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
-from annotation.adjudication_selectors import final_scores
+from annotation.adjudication_selectors import ADJUDICATED, final_scores
 from annotation.analysed import FIRST, analysed_ratings_q
 from annotation.models import (
     Attribute,
@@ -577,6 +577,23 @@ FINAL_SCORE_COLUMNS = (
     "rubric_needs_change",
     "n_clinicians",
 )
+
+
+def alt_test_against_adjudicated(*, study: Study) -> pd.DataFrame | None:
+    """The alt-test per judge × attribute against the adjudicated consensus
+    (reports.alt_test_table with the adjudicated final scores as ``reference``): on an
+    adjudicated response the clinician left out and the judge are compared with the
+    adjudicator's score, elsewhere with the remaining clinicians as in the plain alt-test. None
+    when nothing of the study is adjudicated yet."""
+    if not study.adjudications.exists():
+        return None
+    final = final_scores_frame(study=study)
+    return reports.alt_test_table(
+        scores_frame(study=study),
+        attributes=attribute_names(study=study),
+        exclusions=exclusions_for(study=study),
+        reference=final[final["provenance"] == ADJUDICATED],
+    )
 
 
 def judges_against_adjudicated(*, study: Study) -> pd.DataFrame | None:

@@ -27,6 +27,7 @@ from analysis.models import ExportLog
 from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import (
     StudyReport,
+    alt_test_against_adjudicated,
     filter_choices,
     final_scores_frame,
     has_published_reading,
@@ -414,8 +415,31 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
         # Over the whole study, outside the filtered report: only the full page shows it.
         adjudicated = judges_against_adjudicated(study=study)
         context["adjudicated"] = None if adjudicated is None else adjudicated.to_dict("records")
+        alt = alt_test_against_adjudicated(study=study) if adjudicated is not None else None
+        context["adjudicated_alt"] = None if alt is None else _alt_rows(alt)
     template = "analysis/_report.html" if request.htmx else "analysis/dashboard.html"
     return render(request, template, context)
+
+
+def _alt_rows(table: pd.DataFrame) -> list[dict[str, object]]:
+    """The alt-test rows for the page: a figure the test could not give is left out (the
+    row's note says why), never shown as a number or a verdict."""
+    rows = []
+    for row in table.to_dict("records"):
+        testable = row["passed"] is not None
+        rows.append(
+            {
+                "judge": row["judge"],
+                "attribute": row["attribute"],
+                "n_clinicians": row["n_clinicians"],
+                "n_instances": row["n_instances"],
+                "winning_rate": row["winning_rate"] if testable else None,
+                "advantage_probability": row["advantage_probability"] if testable else None,
+                "passed": ("passes" if row["passed"] else "does not pass") if testable else "",
+                "reason": row["reason"] or "",
+            }
+        )
+    return rows
 
 
 @require_GET

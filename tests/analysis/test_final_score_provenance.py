@@ -376,3 +376,68 @@ def test_import_adjudications_refuses_bad_input_and_writes_nothing(adjudicated, 
     with pytest.raises(CommandError, match="no study named"):
         _run("import_adjudications", "--study", "No such study", str(out / ADJUDICATIONS))
     assert Study.objects.filter(rubric=rubric_get_or_create_default()).count() == 2
+
+
+# --- The alt-test against the adjudicated consensus ----------------------------------------------
+
+
+def _annotations(seed: int, n: int = 40) -> tuple[dict, dict, dict, dict]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(1, 6, n)
+
+    def noisy(sd: float) -> dict[str, int]:
+        values = np.clip(np.rint(truth + rng.normal(0, sd, n)), 1, 5).astype(int)
+        return {f"i{k}": int(v) for k, v in enumerate(values)}
+
+    return noisy(0.7), noisy(0.9), noisy(0.5), noisy(0.3)
+
+
+def test_a_reference_everywhere_is_each_humans_test_against_the_reference_alone():
+    """With the reference on every instance, the clinician left out is compared with it alone:
+    each human's comparison is the plain test's on that human and the reference as a second
+    human (an independent route through the unchanged code)."""
+    from analysis import alt_test
+
+    a, b, llm, ref = _annotations(3)
+    with_ref = alt_test.alt_test(humans={"A": a, "B": b}, llm=llm, metric="neg_rmse", reference=ref)
+    for name, human in (("A", a), ("B", b)):
+        plain = alt_test.alt_test(humans={name: human, "R": ref}, llm=llm, metric="neg_rmse")
+        mine = next(c for c in with_ref.humans if c.human == name)
+        theirs = next(c for c in plain.humans if c.human == name)
+        assert (mine.n_instances, mine.llm_advantage, mine.human_advantage) == (
+            theirs.n_instances,
+            theirs.llm_advantage,
+            theirs.human_advantage,
+        )
+        assert mine.p_value == pytest.approx(theirs.p_value, rel=1e-12)
+    # No reference, or an empty one, is the authors' test unchanged.
+    three = {"A": a, "B": b, "C": ref}
+    plain = alt_test.alt_test(humans=three, llm=llm, metric="accuracy")
+    assert alt_test.alt_test(humans=three, llm=llm, metric="accuracy", reference={}) == plain
+    # A reference on some instances changes only those instances' comparisons.
+    some = {k: v for k, v in ref.items() if int(k[1:]) % 2 == 0}
+    partial = alt_test.alt_test(humans=three, llm=llm, metric="neg_rmse", reference=some)
+    assert partial.n_instances == plain.n_instances
+    assert partial.humans != alt_test.alt_test(humans=three, llm=llm, metric="neg_rmse").humans
+
+
+def test_the_dashboard_names_the_alt_test_against_the_adjudicated_consensus(adjudicated, client):
+    from analysis.selectors import alt_test_against_adjudicated
+    from annotation.membership import MEMBER_RESEARCHER
+
+    study = adjudicated.study
+    table = alt_test_against_adjudicated(study=study)
+    assert table is not None and set(table["judge"]) == {"judge-x", "judge-y"}
+    researcher = user_make(username="alt_researcher")
+    member_add(study=study, user=researcher, role=MEMBER_RESEARCHER)
+    client.force_login(researcher)
+    html = client.get(f"/analysis/studies/{study.pk}/").content.decode()
+    section = html[html.index('id="adjudicated"') :]
+    assert "Judges against the adjudicated consensus" in section
+    assert "Alt-test against the adjudicated consensus" in section
+    # Too few responses per clinician here: not testable, said in words, no verdict.
+    assert "not testable" in section and "does not pass" not in section
+    Adjudication.objects.filter(study=study).delete()
+    assert alt_test_against_adjudicated(study=study) is None
