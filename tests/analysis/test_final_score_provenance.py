@@ -99,6 +99,7 @@ def adjudicated(small_study):
 # --- Per-attribute thresholds --------------------------------------------------------------------
 
 
+@pytest.mark.portable
 def test_a_per_attribute_threshold_decides_the_queue_and_the_final_scores(small_study):
     study = small_study.study
     attrs = list(study.rubric.attributes.order_by("position"))
@@ -187,6 +188,7 @@ def _rows(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize("path", ["copy", "python"])
 def test_the_long_csv_carries_each_scores_final_score_and_provenance(adjudicated, path):
     study = adjudicated.study
@@ -217,6 +219,7 @@ def test_the_long_csv_carries_each_scores_final_score_and_provenance(adjudicated
     assert any(r["final_score"] in ("3.3333333333333335", "3.6666666666666665") for r in rows)
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize("path", ["copy", "python"])
 def test_the_wide_csv_appends_final_scores_and_provenance_per_cell(adjudicated, path):
     study = adjudicated.study
