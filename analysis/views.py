@@ -27,11 +27,10 @@ from analysis.models import ExportLog
 from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import (
     StudyReport,
-    alt_test_against_adjudicated,
+    against_adjudicated,
     filter_choices,
     final_scores_frame,
     has_published_reading,
-    judges_against_adjudicated,
     studies_with_sizes,
     study_report,
 )
@@ -413,10 +412,9 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
     }
     if not request.htmx:
         # Over the whole study, outside the filtered report: only the full page shows it.
-        adjudicated = judges_against_adjudicated(study=study)
-        context["adjudicated"] = None if adjudicated is None else adjudicated.to_dict("records")
-        alt = alt_test_against_adjudicated(study=study) if adjudicated is not None else None
-        context["adjudicated_alt"] = None if alt is None else _alt_rows(alt)
+        consensus = against_adjudicated(study=study)
+        context["adjudicated"] = None if consensus is None else consensus.icc.to_dict("records")
+        context["adjudicated_alt"] = None if consensus is None else _alt_rows(consensus.alt_test)
     template = "analysis/_report.html" if request.htmx else "analysis/dashboard.html"
     return render(request, template, context)
 
