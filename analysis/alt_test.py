@@ -130,9 +130,16 @@ def alt_test(
     q: float = DEFAULT_Q,
     min_humans_per_instance: int = MIN_HUMANS_PER_INSTANCE,
     min_instances_per_human: int = MIN_INSTANCES_PER_HUMAN,
+    reference: Annotations | None = None,
 ) -> AltTestResult:
     """The alt-test of one LLM against ``humans`` (human id → {instance id: annotation}); see
-    the module doc. ``llm`` is {instance id: annotation}; a None annotation is missing."""
+    the module doc. ``llm`` is {instance id: annotation}; a None annotation is missing.
+
+    ``reference`` ({instance id: annotation}, e.g. an adjudicator's final scores): on an
+    instance it holds, the excluded human and the LLM are both scored against that one
+    annotation instead of the remaining humans'; which instances are kept and which humans are
+    tested does not change. Without it (or on the instances it lacks) the test is the
+    authors'."""
     from scipy import stats  # lazily: scipy.stats costs about a second at start-up
 
     if metric not in METRICS:
@@ -141,16 +148,26 @@ def alt_test(
         raise ValueError(f"epsilon must be in [0, 1), got {epsilon!r}")
     if not 0.0 < q < 1.0:
         raise ValueError(f"q must be strictly between 0 and 1, got {q!r}")
-    names, grid, pred = _matrix(humans, llm, metric)
+    given = {} if reference is None else {i: v for i, v in reference.items() if v is not None}
+    # The reference joins the matrix as one more column (coded with the rest for accuracy),
+    # under a key no human id can be.
+    marker = object()
+    names, grid, pred = _matrix({**humans, marker: given} if given else humans, llm, metric)
+    ref = grid[:, -1] if given else np.full(len(names), np.nan)
+    grid = grid[:, :-1] if given else grid
     ids = list(humans)
     kept = (np.isfinite(grid).sum(axis=1) >= min_humans_per_instance) & np.isfinite(pred)
-    grid, pred = grid[kept], pred[kept]
+    grid, pred, ref = grid[kept], pred[kept], ref[kept]
     compared: list[HumanComparison] = []
     for h, human in enumerate(ids):
         rows = np.isfinite(grid[:, h])
         if int(rows.sum()) < min_instances_per_human:
             continue
         others = np.delete(grid[rows], h, axis=1)
+        settled = np.isfinite(ref[rows])
+        # Where the reference holds the instance, it alone is what both are compared with.
+        others = np.where(settled[:, None], np.nan, others)
+        others = np.column_stack([others, np.where(settled, ref[rows], np.nan)])
         human_score = _alignment(grid[rows, h], others, metric)
         llm_score = _alignment(pred[rows], others, metric)
         w_llm = (llm_score >= human_score).astype(np.float64)

@@ -63,6 +63,7 @@ from analysis.selectors import (
     study_report,
 )
 from analysis.services import export_log_create, ratings_export_start
+from annotation.adjudication_selectors import attribute_thresholds_by_name
 from annotation.csvsafe import csv_attachment
 from annotation.membership import studies_for
 from annotation.models import LabelAnnotation, Rating, Study
@@ -336,6 +337,11 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
                 "adjudication_threshold": serializers.IntegerField(
                     help_text="clinicians this many points apart or more go to adjudication"
                 ),
+                "attribute_thresholds": serializers.DictField(
+                    child=serializers.IntegerField(),
+                    help_text="the threshold that applies to each attribute: its own where the "
+                    "lead set one, else adjudication_threshold",
+                ),
                 "rows": serializers.ListField(
                     child=serializers.DictField(),
                     help_text="one per response × attribute: final_score and its provenance",
@@ -361,6 +367,7 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
             {
                 "study": study.pk,
                 "adjudication_threshold": study.adjudication_threshold,
+                "attribute_thresholds": attribute_thresholds_by_name(study=study),
                 "rows": _json_rows(final_scores_frame(study=study)),
                 "judges": [] if judges is None else _json_rows(judges),
             }

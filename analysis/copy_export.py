@@ -22,8 +22,12 @@ What the SQL has to reproduce exactly:
 - Timestamps: ISO-8601 UTC to the microsecond when identified, otherwise the day (UTC).
 - Which ratings count (annotation/analysed.py, the default "first" rule): no practice
   conversation, and a clinician's first rating of a response (judge runs keep every repeat).
-- The last column, a response's estimated time on task, is filled in identified exports only;
-  those take the Python path, which computes it (export.long_csv).
+- The column after it, a response's estimated time on task, is filled in identified exports
+  only; those take the Python path, which computes it (export.long_csv).
+- The final score of the response × attribute and its provenance
+  (annotation.adjudication_selectors.final_scores, docs/adjudication.md) come last, the same on
+  every row of that response and attribute; ``_final_columns`` is that selector's rule in SQL
+  (the mean as float8, whose text is Python's shortest repr of the same double).
 
 The header is written by Python (through csvsafe) so that it is the same text in both paths.
 """
@@ -40,10 +44,13 @@ from django.db.models import Model
 
 from analysis.copy_read import bind
 from analysis.models import RaterCode
+from annotation.adjudication_selectors import ADJUDICATED, AWAITING, CONSENSUS, SINGLE
 from annotation.csvsafe import safe_cell
 from annotation.models import (
+    Adjudication,
     AssignmentItem,
     Attribute,
+    AttributeThreshold,
     Conversation,
     Rater,
     Rating,
@@ -129,12 +136,74 @@ def _rater(*, identified: bool) -> tuple[str, str]:
     )
 
 
+def _spreads_sql() -> str:
+    """(response, attribute) → lowest, highest, mean (float8) and number of the clinicians'
+    scores that count, over the study (annotation.adjudication_selectors._spreads)."""
+    return f"""
+        SELECT ra.response_id, s.attribute_id, min(s.value) AS lo, max(s.value) AS hi,
+               avg(s.value)::float8 AS mean, count(*) AS n
+        FROM {_table(Score)} s
+        JOIN {_table(Rating)} ra ON ra.id = s.rating_id
+        JOIN {_table(Response)} rp ON rp.id = ra.response_id
+        JOIN {_table(Conversation)} c ON c.id = rp.conversation_id
+        JOIN {_table(Rater)} rt ON rt.id = ra.rater_id
+        WHERE c.study_id = %(study)s AND ra.status = %(complete)s AND NOT c.practice
+          AND ra.run_id IS NULL AND ra.repeat = 0 AND rt.kind = %(clinician)s
+        GROUP BY ra.response_id, s.attribute_id"""
+
+
+def _final_joins(response: str, attribute: str) -> str:
+    """LEFT JOINs of the clinicians' spread (sp), the adjudication (adj) and the attribute's
+    threshold (th) of the (response, attribute) the SQL expressions name; plain equality joins,
+    so the planner joins them by hash or merge whatever the study's size."""
+    return f"""
+        LEFT JOIN ({_spreads_sql()}) sp
+          ON sp.response_id = {response} AND sp.attribute_id = {attribute}
+        LEFT JOIN {_table(Adjudication)} adj
+          ON adj.study_id = %(study)s AND adj.response_id = {response}
+         AND adj.attribute_id = {attribute}
+        LEFT JOIN {_table(AttributeThreshold)} th
+          ON th.study_id = %(study)s AND th.attribute_id = {attribute}"""
+
+
+def _final_columns() -> tuple[str, str]:
+    """SQL of the final score (float8, NULL while awaiting adjudication or with nothing to
+    settle) and its provenance (NULL with nothing), over _final_joins: the rule of
+    annotation.adjudication_selectors.final_scores."""
+    agree = "sp.hi - sp.lo < COALESCE(th.points, %(threshold)s)"
+    score = f"""CASE WHEN adj.id IS NOT NULL THEN adj.final_score::float8
+                    WHEN sp.n = 1 THEN sp.lo::float8
+                    WHEN {agree} THEN sp.mean END"""
+    provenance = f"""CASE WHEN adj.id IS NOT NULL THEN {_literal(ADJUDICATED)}
+                    WHEN sp.n = 1 THEN {_literal(SINGLE)}
+                    WHEN {agree} THEN {_literal(CONSENSUS)}
+                    WHEN sp.n > 1 THEN {_literal(AWAITING)} END"""
+    return score, provenance
+
+
+def _final_scores_sql() -> str:
+    """One row per (response, attribute) of the study that clinicians scored or an adjudicator
+    settled: ``final_score`` and ``provenance`` (_final_columns). Parameters: study, complete,
+    clinician, threshold (the study's)."""
+    score, provenance = _final_columns()
+    keys = f"""
+        SELECT response_id, attribute_id FROM ({_spreads_sql()}) k
+        UNION
+        SELECT response_id, attribute_id FROM {_table(Adjudication)} WHERE study_id = %(study)s"""
+    return f"""
+        SELECT k.response_id, k.attribute_id, {score} AS final_score, {provenance} AS provenance
+        FROM ({keys}) k
+        {_final_joins("k.response_id", "k.attribute_id")}"""
+
+
 def long_sql(*, identified: bool) -> str:
     label, rater_order = _rater(identified=identified)
     joins = (
         f"JOIN {_table(Responder)} rs ON rs.id = rp.responder_id "
-        f"JOIN {_table(Attribute)} at ON at.id = s.attribute_id"
+        f"JOIN {_table(Attribute)} at ON at.id = s.attribute_id "
+        + _final_joins("ra.response_id", "s.attribute_id")
     )
+    final_score, provenance = _final_columns()
     return f"""
         SELECT %(name)s::text, {safe("c.external_id")}, ra.response_id, {safe("rs.key")},
                {safe("rs.family")}, {safe(label)}, {safe("rt.kind")}, {safe("ra.source")},
@@ -144,31 +213,66 @@ def long_sql(*, identified: bool) -> str:
                  LIMIT 1),
                {_stamp("ra.created_at", identified=identified)},
                {_stamp("ra.updated_at", identified=identified)},
-               NULL  -- active_seconds: pseudonymous exports leave it empty
+               NULL,  -- active_seconds: pseudonymous exports leave it empty
+               {final_score}, {provenance}
         {_from_where(joins)}
         ORDER BY c.id, rs.key, {rater_order}, ra.run_id, ra.repeat, at.position"""
 
 
 def wide_sql(*, identified: bool, cells: list[tuple[int, int]]) -> str:
     """One row per conversation × rating group, one aggregate per (responder id, attribute id)
-    cell, in the header's order."""
+    cell, in the header's order; then the conversation's final score of each cell and then
+    their provenance, computed once per conversation and joined to each of its rows."""
     label, rater_order = _rater(identified=identified)
-    values = ",\n".join(
-        f"max(s.value) FILTER (WHERE rp.responder_id = {int(r)} AND s.attribute_id = {int(a)})"
-        for r, a in cells
+    values = "".join(
+        f",\n max(s.value) FILTER (WHERE rp.responder_id = {int(r)} "
+        f"AND s.attribute_id = {int(a)}) AS v{n}"
+        for n, (r, a) in enumerate(cells)
     )
     conditions = (
         "(SELECT string_agg(e.value, ';' ORDER BY e.n) FROM jsonb_array_elements_text("
         "CASE WHEN jsonb_typeof(c.conditions) = 'array' THEN c.conditions END"
         ") WITH ORDINALITY AS e(value, n))"
     )
-    return f"""
-        SELECT %(name)s::text, {safe("c.external_id")}, {safe("c.source")}, {safe(conditions)},
-               {safe(label)}, {safe("rt.kind")}, ra.run_id, ra.repeat{"," if cells else ""}
-               {values}
+    order = rater_order.split(", ")
+    keys = "".join(f", {expression} AS k{n}" for n, expression in enumerate(order))
+    grouped = f"""
+        SELECT c.id AS cid{keys}, %(name)s::text AS o0, {safe("c.external_id")} AS o1,
+               {safe("c.source")} AS o2, {safe(conditions)} AS o3, {safe(label)} AS o4,
+               {safe("rt.kind")} AS o5, ra.run_id AS o6, ra.repeat AS o7{values}
         {_from_where()}
-        GROUP BY c.id, rt.id, rc.id, ra.run_id, ra.repeat
-        ORDER BY c.id, {rater_order}, ra.run_id, ra.repeat"""
+        GROUP BY c.id, rt.id, rc.id, ra.run_id, ra.repeat"""
+    columns = [f"w.o{n}" for n in range(8)] + [f"w.v{n}" for n in range(len(cells))]
+    join = ""
+    if cells:
+        # Per conversation, not per rating group: aggregating per score row would repeat the
+        # same work for every rater's row.
+        per_conversation = ",\n".join(
+            [
+                f"max(fs.final_score) FILTER (WHERE r2.responder_id = {int(r)} "
+                f"AND fs.attribute_id = {int(a)}) AS f{n}"
+                for n, (r, a) in enumerate(cells)
+            ]
+            + [
+                f"max(fs.provenance) FILTER (WHERE r2.responder_id = {int(r)} "
+                f"AND fs.attribute_id = {int(a)}) AS p{n}"
+                for n, (r, a) in enumerate(cells)
+            ]
+        )
+        join = f"""LEFT JOIN (
+            SELECT r2.conversation_id, {per_conversation}
+            FROM ({_final_scores_sql()}) fs
+            JOIN {_table(Response)} r2 ON r2.id = fs.response_id
+            GROUP BY r2.conversation_id
+        ) cf ON cf.conversation_id = w.cid"""
+        columns += [f"cf.f{n}" for n in range(len(cells))]
+        columns += [f"cf.p{n}" for n in range(len(cells))]
+    order_by = ", ".join(["w.cid", *(f"w.k{n}" for n in range(len(order))), "w.o6", "w.o7"])
+    return f"""
+        SELECT {", ".join(columns)}
+        FROM ({grouped}) w
+        {join}
+        ORDER BY {order_by}"""
 
 
 def _uncoded_clinicians_sql() -> str:
@@ -209,6 +313,7 @@ def copy_csv(
         "complete": Rating.Status.COMPLETE,
         "clinician": Rater.Kind.CLINICIAN,
         "name": safe_cell(study.name) or None,
+        "threshold": study.adjudication_threshold,
     }
     statement = f"COPY ({query}) TO STDOUT WITH (FORMAT csv)"
     for _ in range(SNAPSHOT_TRIES):

@@ -17,7 +17,7 @@ from django.db.models import Count
 
 from analysis import reports
 from analysis.selectors import attribute_names, coverage, exclusions_for, scores_frame
-from annotation.models import Rater, Rating, Responder, Study
+from annotation.models import Adjudication, AttributeThreshold, Rater, Rating, Responder, Study
 from annotation.selectors import SMALL_CELL, clinicians_summary
 from scoring.rubric import DEFAULT_RUBRIC_NAME
 
@@ -75,7 +75,15 @@ def datasheet_markdown(
     version: tuple[str, str] | None = None,
 ) -> str:
     """The datasheet as Markdown; `judges` maps each judge's name to its workbook."""
-    from analysis.release import CHECKSUMS, CONVERSATIONS, HUMAN, PARQUET, software_version
+    from analysis.release import (
+        ADJUDICATIONS,
+        CHECKSUMS,
+        CONVERSATIONS,
+        FINAL_SCORES,
+        HUMAN,
+        PARQUET,
+        software_version,
+    )
 
     version = version or software_version()
     rubric = study.rubric
@@ -205,6 +213,8 @@ def datasheet_markdown(
         "",
     ]
 
+    out += adjudication_section(study, counts.get("adjudication"))
+
     out += ["## Reliability", ""]
     table = reliability_for_datasheet(study=study)
     if table.empty:
@@ -226,6 +236,9 @@ def datasheet_markdown(
         + ("" if include_text else " (response texts left out of this release)"),
         HUMAN: "clinicians' ratings (MentalAlign-70k layout with a `Clinician` column)",
         PARQUET: "every score as one long table (pandas / datasets)",
+        FINAL_SCORES: "the final score of every response and attribute with its provenance",
+        ADJUDICATIONS: "the adjudications behind the adjudicated final scores (adjudicators "
+        "as codes)",
         CHECKSUMS: "SHA-256 of every other file (`sha256sum -c SHA256SUMS`)",
         "datasheet.md": "this datasheet",
     }
@@ -243,7 +256,14 @@ def datasheet_markdown(
         # Always given, even when empty: without it a judge named like one of the paper's
         # would get the paper's self-exclusion.
         command += f' --exclude "{name}={",".join(sorted(exclusions.get(name, ())))}"'
-    out += [command, "```", ""]
+    out.append(command)
+    if ADJUDICATIONS in files:
+        out.append(
+            'python manage.py import_adjudications --study "NEW STUDY" '
+            + " ".join(f'--threshold "{t}"' for t in threshold_arguments(study))
+            + f" --expect {FINAL_SCORES} {ADJUDICATIONS}"
+        )
+    out += ["```", ""]
 
     out += ["## Distribution", "", f"Licence: {LICENCE_PLACEHOLDER}", ""]
     out += [
@@ -253,6 +273,73 @@ def datasheet_markdown(
         "",
     ]
     return "\n".join(out)
+
+
+def threshold_arguments(study: Study) -> list[str]:
+    """The study's adjudication thresholds as `import_adjudications --threshold` values: the
+    study's (N), then each attribute's own (ATTRIBUTE=N), in rubric order."""
+    own = AttributeThreshold.objects.filter(study=study).order_by("attribute__position")
+    return [
+        str(study.adjudication_threshold),
+        *(f"{name}={points}" for name, points in own.values_list("attribute__name", "points")),
+    ]
+
+
+def adjudication_section(study: Study, counts: Mapping[str, Any] | None) -> list[str]:
+    """How final scores were settled: the thresholds, the final scores by provenance, and the
+    adjudications by reason. Nothing when the release holds no clinician ratings."""
+    if not counts:
+        return []
+    from analysis.release import ADJUDICATIONS, FINAL_SCORES
+
+    own = list(
+        AttributeThreshold.objects.filter(study=study)
+        .order_by("attribute__position")
+        .values_list("attribute__name", "points")
+    )
+    out = ["### Adjudication and final scores", ""]
+    out.append(
+        "Where two or more clinicians scored a response on an attribute "
+        f"{study.adjudication_threshold} points apart or more (the study's adjudication threshold"
+        + (
+            "; per attribute: " + ", ".join(f"{name} {points}" for name, points in own)
+            if own
+            else ""
+        )
+        + "), or a clinician flagged the conversation, a senior clinician (an adjudicator, "
+        "blinded to the clinicians' identities and to which system wrote the response) could "
+        f"set the final score. `{FINAL_SCORES}` gives every response and attribute's final "
+        "score and its provenance: `adjudicated` (the adjudicator's score), `single-clinician` "
+        "(the one clinician's score), `clinician-consensus` (the mean of clinicians within the "
+        "threshold), `awaiting-adjudication` (no final score yet)."
+    )
+    out.append("")
+    provenance = counts.get("provenance", {})
+    out += _table(
+        ("provenance", "final scores"),
+        [
+            (name, provenance.get(name, 0))
+            for name in ("adjudicated", "clinician-consensus", "single-clinician",
+                         "awaiting-adjudication")
+        ],
+    )  # fmt: skip
+    out.append("")
+    reasons = counts.get("reasons", {})
+    labels = dict(Adjudication.Reason.choices)
+    out.append(
+        f"{counts.get('adjudications', 0)} scores were adjudicated by "
+        f"{counts.get('adjudicators', 0)} adjudicators (codes A01, … in `{ADJUDICATIONS}`); "
+        f"{counts.get('rubric_needs_change', 0)} were marked *the rubric needs a change*. By "
+        "reason:"
+    )
+    out.append("")
+    out += _table(
+        ("reason", "adjudicated scores"),
+        [(labels[value], reasons.get(value, 0)) for value in Adjudication.Reason.values]
+        + [("none given", reasons.get("", 0))],
+    )
+    out.append("")
+    return out
 
 
 def _collection(study: Study) -> list[str]:

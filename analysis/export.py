@@ -27,6 +27,7 @@ from django.db.models.functions import TruncDate
 
 from analysis import copy_export
 from analysis.pseudonyms import RaterLabels
+from annotation.adjudication_selectors import final_scores
 from annotation.analysed import analysed_ratings_q
 from annotation.csvsafe import safe_writer
 from annotation.models import AssignmentItem, Rating, Responder, Score, Study
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
+#: The last columns of the long CSV (see LONG_COLUMNS).
+FINAL_COLUMNS = ("final_score", "final_score_provenance")
 LONG_COLUMNS = (
     "study",
     "conversation",
@@ -53,9 +56,17 @@ LONG_COLUMNS = (
     "position",
     "created_at",
     "updated_at",
-    # Last, so that readers of the earlier columns are unaffected; identified exports only.
+    # After the others, so that readers of the earlier columns are unaffected; identified
+    # exports only.
     "active_seconds",
+    # The final score of the row's response × attribute and where it came from
+    # (docs/adjudication.md): the same on every row of that response and attribute, judges'
+    # rows included; empty where no clinician scored it and nothing was adjudicated.
+    *FINAL_COLUMNS,
 )
+#: Appended to the wide CSV per (responder, attribute) cell, final scores first, then their
+#: provenance: ``<responder>_<attribute>`` + each suffix.
+WIDE_FINAL_SUFFIXES = ("_final_score", "_final_score_provenance")
 WIDE_KEYS = (
     "study",
     "conversation",
@@ -181,6 +192,22 @@ def _flush(buffer: io.StringIO) -> str:
     return text
 
 
+def _final_value(score: float | None) -> float | int | str:
+    """A final score as the COPY path writes it (float8 text): whole numbers without a
+    decimal point, others as the shortest text of the double, nothing when awaiting."""
+    if score is None:
+        return ""
+    return int(score) if float(score).is_integer() else score
+
+
+def _finals_by_response(study: Study) -> dict[tuple[int, str], tuple[float | int | str, str]]:
+    """(response id, attribute) → (final score, provenance) of every pair with one."""
+    return {
+        (row.response_id, row.attribute): (_final_value(row.final_score), row.provenance)
+        for row in final_scores(study=study)
+    }
+
+
 def _use_copy() -> bool:
     return connection.vendor == "postgresql"
 
@@ -260,6 +287,7 @@ def long_csv_python(
             "rating__assignment_id",
         )
     )
+    finals = _finals_by_response(study)
     # Time on task per response (annotation/time_on_task.py): shown only where clinicians are
     # identified, for the same reason pseudonymous timestamps are days.
     seconds = (
@@ -275,9 +303,13 @@ def long_csv_python(
     ):
         rater = labels.label(study_id=study.pk, rater_id=rater_id, name=rater, kind=kind)
         active = seconds.get((rest[-1], response), "")
+        final = finals.get((response, rest[3]), ("", ""))
         writer.writerow(
-            (name, conversation, response, responder, family, rater, kind, *rest[:-1], active)
-        )
+            (
+                name, conversation, response, responder, family, rater, kind, *rest[:-1],
+                active, *final,
+            )
+        )  # fmt: skip
         count.rows += 1
         if count.rows % CHUNK_ROWS == 0:
             yield _flush(buffer)
@@ -297,7 +329,8 @@ def wide_columns(*, study: Study) -> tuple[list[str], list[tuple[str, str]]]:
     )
     attributes = list(study.rubric.attributes.order_by("position").values_list("name", flat=True))
     cells = [(r, a) for r in responders for a in attributes]
-    return [*WIDE_KEYS, *(f"{r}_{a}" for r, a in cells)], cells
+    finals = [f"{r}_{a}{suffix}" for suffix in WIDE_FINAL_SUFFIXES for r, a in cells]
+    return [*WIDE_KEYS, *(f"{r}_{a}" for r, a in cells), *finals], cells
 
 
 def wide_csv(
@@ -356,6 +389,13 @@ def wide_csv_python(
         "attribute__name",
         "value",
     )
+    by_conversation: dict[str, list[object]] = {}
+    for row in final_scores(study=study):
+        i = index.get((row.responder, row.attribute))
+        if i is not None:
+            cell = by_conversation.setdefault(row.conversation, [""] * (2 * len(cells)))
+            cell[i], cell[len(cells) + i] = _final_value(row.final_score), row.provenance
+    no_finals: list[object] = [""] * (2 * len(cells))
     buffer = io.StringIO()
     writer = _Writer(buffer)
     writer.writerow(header)
@@ -387,7 +427,7 @@ def wide_csv_python(
             current = group
             label = labels.label(study_id=study.pk, rater_id=rater_id, name=rater, kind=kind)
             keys = (study.name, ext, source, ";".join(conditions or []), label, kind, run, repeat)
-            values = [""] * len(cells)
+            values = [*([""] * len(cells)), *by_conversation.get(ext, no_finals)]
         values[index[(resp, attr)]] = value
     if current is not None:
         writer.writerow((*keys, *values))

@@ -12,6 +12,9 @@
   listing every invalid one with its reason;
 - ``clinician_sample.txt`` when the study has a stored clinician sample (its design): one
   conversation id a line, the format of ``judge_assisted --labelled FILE``;
+- ``final_scores.csv`` and ``adjudications.csv`` when clinicians rated: the final score of every
+  response and attribute with its provenance, and the adjudications behind them (adjudicators as
+  codes A01, …), which ``import_adjudications`` reads back to the same final scores;
 - ``datasheet.md``, then ``SHA256SUMS`` over every other file; optionally ``ratings.parquet``.
 
 Pseudonymous by construction: clinicians appear only as study codes, and no file holds a
@@ -37,7 +40,7 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -50,6 +53,12 @@ from django.db.models import Count, Max, Q, QuerySet
 
 from analysis.pseudonyms import rater_codes_ensure
 from analysis.selectors import study_version
+from annotation.adjudication_selectors import (
+    RELEASE_ADJUDICATION_COLUMNS,
+    RELEASE_FINAL_COLUMNS,
+    adjudication_release_rows,
+    final_score_release_rows,
+)
 from annotation.csvsafe import reversible_writer
 from annotation.importers.base import ImportProblem
 from annotation.importers.limits import (
@@ -67,7 +76,9 @@ from annotation.importers.mentalbench import (
     META_COLUMNS,
 )
 from annotation.models import (
+    Adjudication,
     Assignment,
+    AttributeThreshold,
     Conversation,
     Rater,
     Rating,
@@ -88,6 +99,10 @@ PARQUET = "ratings.parquet"
 #: The study's clinician sample (its design), one external id a line: `judge_assisted
 #: --labelled FILE` on the re-imported study gives the estimates the study gave.
 SAMPLE = "clinician_sample.txt"
+#: The final score of every response × attribute with its provenance, and the adjudications
+#: that `import_adjudications` reads back (docs/release.md).
+FINAL_SCORES = "final_scores.csv"
+ADJUDICATIONS = "adjudications.csv"
 INVALID_SHEET = "invalid outputs"
 BATCH = 2000
 #: Excel keeps at most this many characters in a cell; a longer one would come back cut.
@@ -313,6 +328,37 @@ def _conversations_csv(
             n_conversations += 1
             n_responses += sum(bool(t) for t in texts.get(pk, []))
     return {"conversations": n_conversations, "response_texts": n_responses}
+
+
+def _adjudication_files(study: Study, directory: Path) -> dict[str, Any]:
+    """final_scores.csv and adjudications.csv; the counts the datasheet reports."""
+    finals = final_score_release_rows(study=study)
+    adjudications = adjudication_release_rows(study=study)
+    max_chars = ImportLimits.from_settings().max_cell_chars
+    for row in adjudications:
+        if len(row[5]) > max_chars:
+            raise ReleaseProblem(
+                f"the adjudication of conversation {row[0]!r}, responder {row[1]!r}, "
+                f"attribute {row[2]!r}: a reason of {len(row[5]):,} characters, more than the "
+                f"{max_chars:,} import_adjudications reads (IMPORT_MAX_CELL_CHARS)"
+            )
+    for name, header, rows in (
+        (FINAL_SCORES, RELEASE_FINAL_COLUMNS, finals),
+        (ADJUDICATIONS, RELEASE_ADJUDICATION_COLUMNS, adjudications),
+    ):
+        with (directory / name).open("w", encoding="utf-8", newline="") as handle:
+            writer = reversible_writer(handle, lineterminator="\n")
+            writer.writerow(header)
+            for row in rows:
+                writer.writerow(row)
+    return {
+        "final_scores": len(finals),
+        "provenance": dict(Counter(row[4] for row in finals)),
+        "adjudications": len(adjudications),
+        "reasons": dict(Counter(row[4] for row in adjudications)),
+        "rubric_needs_change": sum(row[6] == "true" for row in adjudications),
+        "adjudicators": len({row[7] for row in adjudications if row[7]}),
+    }
 
 
 def _text_cell(sheet: Any, value: object) -> Any:
@@ -744,6 +790,10 @@ def release_write(
                 "seed": sample.seed,
             }
             files.append(SAMPLE)
+        if clinicians:
+            step(0.84, f"writing {FINAL_SCORES} and {ADJUDICATIONS}")
+            counts["adjudication"] = _adjudication_files(study, staging)
+            files += [FINAL_SCORES, ADJUDICATIONS]
         n_text = len(keys) if include_text else 0
         step(0.85, "checking that the files read back as the study")
         _check_importable(
@@ -755,6 +805,16 @@ def release_write(
                     name: (counts["judges"][judge.name]["rows"], 2 + len(keys))
                     for judge, name in zip(judges, names, strict=True)
                 },
+                **(
+                    {
+                        ADJUDICATIONS: (
+                            counts["adjudication"]["adjudications"],
+                            len(RELEASE_ADJUDICATION_COLUMNS),
+                        ),
+                    }
+                    if clinicians
+                    else {}
+                ),
             },
         )
         sheet = datasheet_markdown(
@@ -786,8 +846,14 @@ PREVIEW_CACHE_SECONDS = 24 * 3600
 def release_version(study: Study) -> str:
     """Changes when anything the release holds changes: ratings and what names and shapes the
     study (study_version: its description, rubric, judges, responders, clinician sample),
-    flagged conversations, conversations and responses added."""
+    flagged conversations, conversations and responses added, adjudications and thresholds."""
     flagged = _flagged(study).aggregate(n=Count("id"), last=Max("last_activity_at"))
+    adjudicated = Adjudication.objects.filter(study=study).aggregate(
+        n=Count("id"), last=Max("updated_at")
+    )
+    thresholds = sorted(
+        AttributeThreshold.objects.filter(study=study).values_list("attribute_id", "points")
+    )
     responses = Response.objects.filter(conversation__study=study).aggregate(
         n=Count("id"), last=Max("id")
     )
@@ -801,6 +867,10 @@ def release_version(study: Study) -> str:
                 responses["n"],
                 responses["last"],
                 _conversations(study).count(),
+                adjudicated["n"],
+                adjudicated["last"],
+                study.adjudication_threshold,
+                thresholds,
             ),
         )
     )

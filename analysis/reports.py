@@ -658,9 +658,14 @@ def alt_test_table(
     epsilon: float = alt_test.DEFAULT_EPSILON,
     metric: str = "neg_rmse",
     q: float = alt_test.DEFAULT_Q,
+    reference: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The alt-test per judge × attribute (analysis.alt_test): may the judge replace the
     clinicians on this attribute?
+
+    ``reference`` (columns conversation, responder, attribute, final_score; e.g. the adjudicated
+    final scores): on the responses it scores, the clinician left out and the judge are both
+    compared with it instead of with the remaining clinicians (alt_test's ``reference``).
 
     An instance is a response (conversation × responder); the humans are the clinicians (their
     scores of the attribute), the LLM is the judge (its mean score where it scored a response
@@ -676,6 +681,14 @@ def alt_test_table(
     data = data.assign(instance=instance.to_numpy())
     clin = data[data["rater_kind"] == CLINICIAN]
     judges = data[data["rater_kind"] == JUDGE]
+    settled: dict[str, dict[str, float]] = {}
+    if reference is not None:
+        ref = reference.dropna(subset=["final_score"])
+        keys = ref["conversation"].astype(str) + "\x1f" + ref["responder"].astype(str)
+        for attribute, part in ref.assign(instance=keys.to_numpy()).groupby("attribute"):
+            settled[str(attribute)] = dict(
+                zip(part["instance"], part["final_score"].astype(float), strict=True)
+            )
     rows = []
     for judge, sub in judges.groupby("rater", sort=False, observed=True):
         banned = set((exclusions or {}).get(str(judge), set()))
@@ -688,7 +701,12 @@ def alt_test_table(
                 for rater, part in cells.groupby("rater", sort=True, observed=True)
             }
             res = alt_test.alt_test(
-                humans=humans, llm=llm.to_dict(), metric=metric, epsilon=epsilon, q=q
+                humans=humans,
+                llm=llm.to_dict(),
+                metric=metric,
+                epsilon=epsilon,
+                q=q,
+                reference=settled.get(attribute),
             )
             rows.append(
                 {

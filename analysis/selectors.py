@@ -29,7 +29,7 @@ from analysis.adjudicated import judges_against_final
 from analysis.copy_read import RatingScores, packed_rating_scores, plain_columns
 from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
-from annotation.adjudication_selectors import final_scores
+from annotation.adjudication_selectors import ADJUDICATED, final_scores
 from annotation.analysed import FIRST, analysed_ratings_q
 from annotation.models import (
     Attribute,
@@ -579,13 +579,27 @@ FINAL_SCORE_COLUMNS = (
 )
 
 
-def judges_against_adjudicated(*, study: Study) -> pd.DataFrame | None:
-    """Each judge's ICC against the study's final scores (analysis.adjudicated), or None when no
-    response of the study is adjudicated yet (the dashboard's own table says the rest)."""
+@dataclass(frozen=True)
+class AgainstAdjudicated:
+    """The judges against the study's adjudicated consensus: ICC (analysis.adjudicated) and the
+    alt-test with the adjudicator's scores as its reference (reports.alt_test_table)."""
+
+    icc: pd.DataFrame
+    alt_test: pd.DataFrame
+
+
+def against_adjudicated(*, study: Study) -> AgainstAdjudicated | None:
+    """Both tables from one read of the study's scores and final scores, or None when no
+    response of the study is adjudicated yet (the dashboard's own tables say the rest).
+
+    The alt-test: on an adjudicated response the clinician left out and the judge are compared
+    with the adjudicator's score, elsewhere with the remaining clinicians as in the plain test."""
     if not study.adjudications.exists():
         return None
     final = final_scores_frame(study=study)
     frame = scores_frame(study=study)
+    attributes = attribute_names(study=study)
+    exclusions = exclusions_for(study=study)
     judged = frame[frame["rater_kind"] == Rater.Kind.JUDGE]
     judges = pd.DataFrame(
         {
@@ -596,12 +610,29 @@ def judges_against_adjudicated(*, study: Study) -> pd.DataFrame | None:
             "score": judged["score"],
         }
     )
-    return judges_against_final(
-        final,
-        judges,
-        attributes=attribute_names(study=study),
-        exclusions=exclusions_for(study=study),
+    return AgainstAdjudicated(
+        icc=judges_against_final(final, judges, attributes=attributes, exclusions=exclusions),
+        alt_test=reports.alt_test_table(
+            frame,
+            attributes=attributes,
+            exclusions=exclusions,
+            reference=final[final["provenance"] == ADJUDICATED],
+        ),
     )
+
+
+def alt_test_against_adjudicated(*, study: Study) -> pd.DataFrame | None:
+    """The alt-test per judge × attribute against the adjudicated consensus (against_adjudicated),
+    or None when nothing of the study is adjudicated yet."""
+    tables = against_adjudicated(study=study)
+    return None if tables is None else tables.alt_test
+
+
+def judges_against_adjudicated(*, study: Study) -> pd.DataFrame | None:
+    """Each judge's ICC against the study's final scores (against_adjudicated), or None when no
+    response of the study is adjudicated yet."""
+    tables = against_adjudicated(study=study)
+    return None if tables is None else tables.icc
 
 
 def data_notes(

@@ -27,10 +27,10 @@ from analysis.models import ExportLog
 from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import (
     StudyReport,
+    against_adjudicated,
     filter_choices,
     final_scores_frame,
     has_published_reading,
-    judges_against_adjudicated,
     studies_with_sizes,
     study_report,
 )
@@ -419,13 +419,35 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
     }
     if not request.htmx:
         # Over the whole study, outside the filtered report: only the full page shows it.
-        adjudicated = judges_against_adjudicated(study=study)
-        context["adjudicated"] = None if adjudicated is None else adjudicated.to_dict("records")
+        consensus = against_adjudicated(study=study)
+        context["adjudicated"] = None if consensus is None else consensus.icc.to_dict("records")
+        context["adjudicated_alt"] = None if consensus is None else _alt_rows(consensus.alt_test)
         # The lead is told of responses marked unsafe where they look at their study.
         if study.pk in led_study_ids(user=request.user):
             context["escalations_open"] = escalations_open_count(study=study)
     template = "analysis/_report.html" if request.htmx else "analysis/dashboard.html"
     return render(request, template, context)
+
+
+def _alt_rows(table: pd.DataFrame) -> list[dict[str, object]]:
+    """The alt-test rows for the page: a figure the test could not give is left out (the
+    row's note says why), never shown as a number or a verdict."""
+    rows = []
+    for row in table.to_dict("records"):
+        testable = row["passed"] is not None
+        rows.append(
+            {
+                "judge": row["judge"],
+                "attribute": row["attribute"],
+                "n_clinicians": row["n_clinicians"],
+                "n_instances": row["n_instances"],
+                "winning_rate": row["winning_rate"] if testable else None,
+                "advantage_probability": row["advantage_probability"] if testable else None,
+                "passed": ("passes" if row["passed"] else "does not pass") if testable else "",
+                "reason": row["reason"] or "",
+            }
+        )
+    return rows
 
 
 @require_GET

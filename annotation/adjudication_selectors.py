@@ -12,7 +12,19 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Avg, Count, F, Max, Min, QuerySet
+from django.db.models import (
+    Avg,
+    Count,
+    F,
+    IntegerField,
+    Max,
+    Min,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from .analysed import analysed_ratings_q
@@ -22,6 +34,7 @@ from .models import (
     AssignmentItem,
     Attribute,
     AttributeLevel,
+    AttributeThreshold,
     Rater,
     Rating,
     Response,
@@ -48,6 +61,41 @@ def _counted_ratings(study: Study) -> QuerySet[Rating]:
 
 def _counted_scores(study: Study) -> QuerySet[Score]:
     return Score.objects.filter(rating__in=_counted_ratings(study))
+
+
+def attribute_thresholds(*, study: Study) -> dict[int, int]:
+    """Attribute id → the adjudication threshold that applies to it in ``study``: its own
+    (AttributeThreshold) where the lead set one, else the study's. Every attribute of the
+    study's rubric has an entry. One query."""
+    overrides = dict(
+        AttributeThreshold.objects.filter(study=study).values_list("attribute_id", "points")
+    )
+    return {
+        pk: overrides.get(pk, study.adjudication_threshold)
+        for pk in Attribute.objects.filter(rubric_id=study.rubric_id).values_list("pk", flat=True)
+    }
+
+
+def attribute_thresholds_by_name(*, study: Study) -> dict[str, int]:
+    """attribute_thresholds keyed by attribute name, in rubric order (for the API and pages)."""
+    thresholds = attribute_thresholds(study=study)
+    return {
+        name: thresholds[pk]
+        for pk, name in Attribute.objects.filter(rubric_id=study.rubric_id)
+        .order_by("position")
+        .values_list("pk", "name")
+    }
+
+
+def _threshold_expression(study: Study) -> Coalesce:
+    """SQL for the threshold of each row's attribute (by ``attribute_id``): its own where the
+    lead set one, else the study's. A subquery, so the callers' query count does not grow."""
+    own = AttributeThreshold.objects.filter(study=study, attribute_id=OuterRef("attribute_id"))
+    return Coalesce(
+        Subquery(own.values("points")[:1]),
+        Value(study.adjudication_threshold),
+        output_field=IntegerField(),
+    )
 
 
 def _spreads(scores: QuerySet[Score]) -> QuerySet:
@@ -84,15 +132,17 @@ def _flagged_items(study: Study, response_id: int | None = None) -> QuerySet[Ass
 
 def adjudication_queue(*, study: Study, response_id: int | None = None) -> list[QueueRow]:
     """The (response, attribute) pairs an adjudicator settles: those whose clinicians' scores
-    are ``study.adjudication_threshold`` points apart or more, and every attribute of a response
-    in a conversation a clinician flagged. Flagged first, then the widest disagreement first.
-    Six queries whatever the study's size; ``response_id`` narrows it to one response."""
+    are the attribute's threshold (attribute_thresholds) apart or more, and every attribute of a
+    response in a conversation a clinician flagged. Flagged first, then the widest disagreement
+    first. Six queries whatever the study's size; ``response_id`` narrows it to one response."""
     scores = _counted_scores(study)
     if response_id is not None:
         scores = scores.filter(rating__response_id=response_id)
     pairs: dict[tuple[int, int], tuple[int | None, int]] = {
         (row["rating__response_id"], row["attribute_id"]): (row["spread"], row["n"])
-        for row in _spreads(scores).filter(n__gte=2, spread__gte=study.adjudication_threshold)
+        for row in _spreads(scores)
+        .annotate(threshold=_threshold_expression(study))
+        .filter(n__gte=2, spread__gte=F("threshold"))
     }
     flagged = set(
         _flagged_items(study, response_id).values_list("response_id", flat=True).distinct()
@@ -300,16 +350,15 @@ def final_scores(*, study: Study) -> list[FinalScore]:
 
     - ``adjudicated``: an adjudicator's score (whatever the clinicians said);
     - ``single-clinician``: one clinician scored it: their score;
-    - ``clinician-consensus``: two or more clinicians less than the study's threshold apart:
-      their mean;
+    - ``clinician-consensus``: two or more clinicians less than the attribute's threshold
+      (attribute_thresholds) apart: their mean;
     - ``awaiting-adjudication``: two or more clinicians at the threshold or further apart and no
       adjudication yet: no final score.
 
     Three queries whatever the study's size; ordered by conversation, responder, attribute."""
-    threshold = study.adjudication_threshold
     spreads = {
         (row["rating__response_id"], row["attribute_id"]): row
-        for row in _spreads(_counted_scores(study))
+        for row in _spreads(_counted_scores(study)).annotate(threshold=_threshold_expression(study))
     }
     adjudicated = {
         (a.response_id, a.attribute_id): a
@@ -344,7 +393,7 @@ def final_scores(*, study: Study) -> list[FinalScore]:
             reason, change = "", False
             if n == 1:
                 score, provenance = float(spread["lo"]), SINGLE
-            elif spread["spread"] < threshold:
+            elif spread["spread"] < spread["threshold"]:
                 score, provenance = float(spread["mean"]), CONSENSUS
             else:
                 score, provenance = None, AWAITING
@@ -381,3 +430,96 @@ def clinician_labels(*, study: Study, response_ids: set[int]) -> dict[int, dict[
         mine = labels[response_id]
         mine.setdefault(rater_id, f"Clinician {_letter(len(mine))}")
     return labels
+
+
+# --- As a release holds them (docs/release.md) ---------------------------------------------------
+
+#: final_scores.csv of a release: no database id, so that a re-imported study gives the same file.
+RELEASE_FINAL_COLUMNS = (
+    "conversation",
+    "responder",
+    "attribute",
+    "final_score",
+    "provenance",
+    "reason",
+    "rubric_needs_change",
+    "n_clinicians",
+)
+#: adjudications.csv of a release; the adjudicator as a code of the release (A01, …), never named.
+RELEASE_ADJUDICATION_COLUMNS = (
+    "conversation",
+    "responder",
+    "attribute",
+    "final_score",
+    "reason",
+    "reason_text",
+    "rubric_needs_change",
+    "adjudicator",
+)
+
+
+def score_text(score: float | None) -> str:
+    """A final score as text: whole numbers without a decimal point, others as the shortest
+    text that reads back as the same number, nothing while awaiting adjudication."""
+    if score is None:
+        return ""
+    return str(int(score)) if float(score).is_integer() else repr(float(score))
+
+
+def final_score_release_rows(*, study: Study) -> list[tuple[str, ...]]:
+    """final_scores as the text rows of a release's final_scores.csv (RELEASE_FINAL_COLUMNS),
+    in final_scores' order. The same function reads a re-imported study back for comparison."""
+    return [
+        (
+            row.conversation,
+            row.responder,
+            row.attribute,
+            score_text(row.final_score),
+            row.provenance,
+            row.reason,
+            "true" if row.rubric_needs_change else "false",
+            str(row.n_clinicians),
+        )
+        for row in final_scores(study=study)
+    ]
+
+
+def adjudication_release_rows(*, study: Study) -> list[tuple[str, ...]]:
+    """The study's adjudications as the text rows of a release's adjudications.csv
+    (RELEASE_ADJUDICATION_COLUMNS), by conversation, responder and attribute. Adjudicators are
+    numbered A01, A02, … in the order of their first adjudication in the study; one whose
+    account was deleted is left blank. No practice conversation (none can be adjudicated)."""
+    rows = list(
+        Adjudication.objects.filter(study=study, response__conversation__practice=False)
+        .order_by("pk")
+        .values_list(
+            "response__conversation__external_id",
+            "response__conversation_id",
+            "response__responder__key",
+            "attribute__name",
+            "attribute__position",
+            "final_score",
+            "reason",
+            "reason_text",
+            "rubric_needs_change",
+            "adjudicator_id",
+        )
+    )
+    codes: dict[int, str] = {}
+    for *_, adjudicator in rows:
+        if adjudicator is not None and adjudicator not in codes:
+            codes[adjudicator] = f"A{len(codes) + 1:02d}"
+    rows.sort(key=lambda r: (r[1], r[2], r[4]))
+    return [
+        (
+            row[0],
+            row[2],
+            row[3],
+            str(row[5]),
+            row[6],
+            row[7],
+            "true" if row[8] else "false",
+            codes.get(row[9], "") if row[9] is not None else "",
+        )
+        for row in rows
+    ]

@@ -2,6 +2,7 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -12,6 +13,7 @@ from .models import (
     AssignmentItem,
     Attribute,
     AttributeLevel,
+    AttributeThreshold,
     CalibrationSettings,
     ClinicianCredentials,
     ClinicianSample,
@@ -215,6 +217,31 @@ class StudyMemberInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class AttributeThresholdInline(admin.TabularInline):
+    """The study's adjudication threshold per attribute, where one differs from the study's
+    (docs/adjudication.md); only the study's own rubric's attributes can be chosen."""
+
+    model = AttributeThreshold
+    extra = 0
+    fields = ["attribute", "points"]
+    verbose_name = "adjudication threshold of one attribute"
+    verbose_name_plural = "adjudication thresholds per attribute (others use the study's)"
+
+    def get_formset(self, request: HttpRequest, obj: Study | None = None, **kwargs: Any) -> Any:
+        self._study = obj
+        return super().get_formset(request, obj, **kwargs)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "attribute":
+            study = getattr(self, "_study", None)
+            kwargs["queryset"] = (
+                Attribute.objects.filter(rubric_id=study.rubric_id)
+                if study is not None
+                else Attribute.objects.none()
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
 @admin.register(Study)
 class StudyAdmin(_LockedOnceUsed, admin.ModelAdmin):
     list_display = [
@@ -222,7 +249,7 @@ class StudyAdmin(_LockedOnceUsed, admin.ModelAdmin):
     ]  # fmt: skip
     list_filter = ["kind"]
     search_fields = ["name"]
-    inlines = [StudyMemberInline, DistortionLabelInline]
+    inlines = [StudyMemberInline, AttributeThresholdInline, DistortionLabelInline]
 
     # Scores and labels were given on this rubric and kind of study: switching either under
     # them would make the analyses read them against another rubric or scheme.

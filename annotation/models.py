@@ -1048,3 +1048,51 @@ class LabelAdjudication(models.Model):
 
     def __str__(self) -> str:
         return f"label adjudicated {self.conversation_id}={', '.join(self.labels)}"
+
+
+class AttributeThreshold(models.Model):
+    """A study's adjudication threshold for one attribute of its rubric, in place of the
+    study-wide ``Study.adjudication_threshold`` (docs/adjudication.md): scores this many points
+    apart or more on that attribute go to the adjudicator. One per study and attribute."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="attribute_thresholds")
+    attribute = models.ForeignKey(Attribute, on_delete=models.CASCADE, related_name="+")
+    points = models.PositiveSmallIntegerField(
+        validators=[MinValueValidator(1)],
+        help_text="Scores this many points apart or more on this attribute go to an "
+        "adjudicator; empty the row to use the study's threshold.",
+    )
+
+    class Meta:
+        ordering = ["study", "attribute__position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "attribute"], name="attribute_threshold_once_per_study"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(points__gte=1), name="attribute_threshold_at_least_one"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attribute_id}: {self.points} points"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.attribute_id is None or self.study_id is None:
+            return
+        study = Study.objects.select_related("rubric").get(pk=self.study_id)
+        if self.attribute.rubric_id != study.rubric_id:
+            raise ValidationError(
+                {"attribute": f"{self.attribute.name!r} is not an attribute of the study's rubric"}
+            )
+        widest = study.rubric.scale_max - study.rubric.scale_min
+        if self.points is not None and self.points > widest:
+            raise ValidationError(
+                {
+                    "points": f"at most {widest}: the rubric's scale is "
+                    f"{study.rubric.scale_min}–{study.rubric.scale_max}, so scores are never "
+                    f"further apart (a larger threshold would send nothing to adjudication)"
+                }
+            )

@@ -38,6 +38,7 @@ def copy_select(*, study_name: str, wide: bool = False) -> str:
         "complete": Rating.Status.COMPLETE.value,
         "clinician": Rater.Kind.CLINICIAN.value,
         "name": safe_cell(study.name),
+        "threshold": study.adjudication_threshold,
     }
     return bind(query, params)
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from ..adjudication_selectors import disputed_attribute_ids
+from ..adjudication_selectors import attribute_thresholds, disputed_attribute_ids
 from ..models import Adjudication, AttributeLevel, Response, Study
 
 
 class AdjudicationRefused(ValueError):
     """The save names something that cannot be adjudicated; nothing was written."""
+
+
+def _threshold(study: Study, attribute_id: int) -> int:
+    return attribute_thresholds(study=study).get(attribute_id, study.adjudication_threshold)
 
 
 def adjudication_save(
@@ -47,7 +51,7 @@ def adjudication_save(
         if attribute_id not in disputed_attribute_ids(study=study, response_id=response.pk):
             raise AdjudicationRefused(
                 "this attribute is not disputed for this response: its clinicians agree within "
-                f"the study's threshold ({study.adjudication_threshold} points) and no clinician "
+                f"its threshold ({_threshold(study, attribute_id)} points) and no clinician "
                 "flagged the conversation"
             )
         scale = sorted(

@@ -56,13 +56,16 @@ def test_wide_export_has_a_column_per_responder_and_attribute(small_study, tmp_p
     header = list(rows[0])
     assert header[:8] == list(export.WIDE_KEYS)
     assert "original_Guidance" in header and "m4_Understanding" in header
-    assert len(header) == 8 + 5 * 7
+    # The scores, then (appended) each cell's final score and its provenance.
+    assert len(header) == 8 + 3 * 5 * 7
+    assert header[8 + 5 * 7] == "original_Guidance_final_score"
+    assert header[-1] == "m4_Understanding_final_score_provenance"
     # 8 conversations × 2 judges + 12 clinician conversation ratings
     assert len(rows) == 8 * 2 + 4 * 2 + 4
     dr_b = RaterCode.objects.get(study=small_study.study, rater=small_study.clinicians[1]).code
     row = next(r for r in rows if r["conversation"] == "c0" and r["rater"] == dr_b)
     assert row["conditions"] == "depression;anxiety" and row["source"] == "A"
-    assert all(row[c] for c in header[8:])
+    assert all(row[c] for c in header[8 : 8 + 5 * 7])
     assert ExportLog.objects.get().what == "ratings-wide"
 
 

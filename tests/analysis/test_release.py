@@ -22,9 +22,11 @@ from django.urls import reverse
 from analysis.jobs.services import job_execute
 from analysis.models import ExportLog, Job
 from analysis.release import (
+    ADJUDICATIONS,
     CHECKSUMS,
     CONVERSATIONS,
     DATASHEET,
+    FINAL_SCORES,
     HUMAN,
     INVALID_SHEET,
     checksums_verify,
@@ -118,7 +120,7 @@ def test_generated_study_comes_back_byte_for_byte(generated, tmp_path):
     files = sorted(p.name for p in out.iterdir())
     assert files == sorted(
         [CONVERSATIONS, HUMAN, "judge-x_llm_judge.xlsx", "judge-y-gpt-4o_llm_judge.xlsx",
-         DATASHEET, CHECKSUMS]
+         FINAL_SCORES, ADJUDICATIONS, DATASHEET, CHECKSUMS]
     )  # fmt: skip
     assert checksums_verify(out) == []
     sheet = (out / DATASHEET).read_text(encoding="utf-8")

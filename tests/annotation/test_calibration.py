@@ -432,9 +432,9 @@ def test_time_per_response_adds_up_to_the_conversation_and_reaches_the_export(
     assert len(seconds) == 4 and sum(seconds.values()) == pytest.approx(300, abs=0.5)
     text = "".join(export.long_csv(study=study, identified=True))
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert list(rows[0])[-1] == "active_seconds" and list(rows[0])[:-1] == list(
-        export.LONG_COLUMNS[:-1]
-    )
+    # active_seconds after the earlier columns, then the appended final score columns.
+    assert list(rows[0]) == list(export.LONG_COLUMNS)
+    assert export.LONG_COLUMNS.index("active_seconds") == len(export.LONG_COLUMNS) - 3
     assert all(float(r["active_seconds"]) > 0 for r in rows)
     pseudonymous = list(csv.DictReader(io.StringIO("".join(export.long_csv(study=study)))))
     assert {r["active_seconds"] for r in pseudonymous} == {""}
