@@ -39,7 +39,7 @@ from annotation.csvsafe import csv_attachment
 from annotation.escalation_selectors import escalations_open_count
 from annotation.membership import led_study_ids, studies_for, study_for
 from annotation.models import Study
-from annotation.roles import ADMIN, RESEARCHER, role_required
+from annotation.roles import ADMIN, RESEARCHER, holds_study_role, role_required
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
@@ -423,7 +423,8 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
         context["adjudicated"] = None if consensus is None else consensus.icc.to_dict("records")
         context["adjudicated_alt"] = None if consensus is None else _alt_rows(consensus.alt_test)
         # The lead is told of responses marked unsafe where they look at their study.
-        if study.pk in led_study_ids(user=request.user):
+        lead = holds_study_role(request.user, "lead")  # no query: the roles are kept
+        if lead and study.pk in led_study_ids(user=request.user):
             context["escalations_open"] = escalations_open_count(study=study)
     template = "analysis/_report.html" if request.htmx else "analysis/dashboard.html"
     return render(request, template, context)

@@ -55,6 +55,12 @@ def _held(user) -> tuple[frozenset[str], frozenset[str]]:
     return held
 
 
+def holds_study_role(user, role: str) -> bool:
+    """Whether the user holds `role` ("lead", …) in some study: from the kept answer, so a page
+    asks which study only of those who hold it anywhere."""
+    return user.is_authenticated and role in _held(user)[1]
+
+
 def platform_roles_of(user) -> set[str]:
     """The user's platform-wide roles: their role groups, and admin for staff accounts."""
     if not user.is_authenticated:
