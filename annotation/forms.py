@@ -210,6 +210,32 @@ class MemberInviteForm(forms.Form):
         super().__init__(*args, **kwargs)
 
 
+class ThresholdsForm(forms.Form):
+    """The team page's adjudication thresholds: the study's, and each attribute's own (blank: the
+    study's). The range is the service's to check, so its message names the attribute."""
+
+    study_threshold = forms.IntegerField(
+        label="The study's threshold (points apart)",
+        help_text="clinicians' scores this many points apart or more go to an adjudicator",
+    )
+
+    def __init__(self, *args, study: Study, **kwargs) -> None:
+        kwargs.setdefault("auto_id", "id_threshold_%s")
+        super().__init__(*args, **kwargs)
+        own = dict(study.attribute_thresholds.values_list("attribute_id", "points"))
+        self.fields["study_threshold"].initial = study.adjudication_threshold
+        self.attribute_fields: list[tuple[int, str]] = []
+        for attribute in study.rubric.attributes.order_by("position"):
+            name = f"attribute_{attribute.pk}"
+            self.fields[name] = forms.IntegerField(
+                label=attribute.name, required=False, initial=own.get(attribute.pk)
+            )
+            self.attribute_fields.append((attribute.pk, name))
+
+    def per_attribute(self) -> dict[int, int | None]:
+        return {pk: self.cleaned_data.get(name) for pk, name in self.attribute_fields}
+
+
 class ClinicianSampleForm(forms.Form):
     study = forms.ModelChoiceField(queryset=Study.objects.all(), widget=forms.HiddenInput)
     size = forms.IntegerField(

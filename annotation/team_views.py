@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .escalation_selectors import escalations_open_count
-from .forms import MemberAddForm, MemberInviteForm
+from .forms import MemberAddForm, MemberInviteForm, ThresholdsForm
 from .membership import (
     led_study_ids,
     member_add_by_username,
@@ -25,6 +25,7 @@ from .membership import (
 from .models import Study, StudyMember
 from .roles import AuthenticatedHttpRequest, is_admin
 from .services import clinician_invite
+from .services.adjudication import AdjudicationRefused, adjudication_thresholds_set
 from .team_selectors import team_members, team_progress
 
 
@@ -38,10 +39,12 @@ def _page(
     form: MemberAddForm,
     *,
     invite_form: MemberInviteForm | None = None,
+    thresholds_form: ThresholdsForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
     context = {
         "invite_form": invite_form or MemberInviteForm(),
+        "thresholds_form": thresholds_form or ThresholdsForm(study=study),
         "study": study,
         "is_admin": is_admin(request.user),
         "members": team_members(study=study, viewer=request.user),
@@ -120,3 +123,24 @@ def member_remove(request: AuthenticatedHttpRequest, study_id: int, member_id: i
     if study.pk not in led_study_ids(user=request.user):
         return redirect("home")
     return redirect(_team_url(study))
+
+
+@require_POST
+@login_required
+def thresholds(request: AuthenticatedHttpRequest, study_id: int) -> HttpResponse:
+    """The study's adjudication thresholds, set by its lead (or a platform admin)."""
+    study = study_led_for(user=request.user, study_id=study_id)
+    form = ThresholdsForm(request.POST, study=study)
+    if form.is_valid():
+        try:
+            adjudication_thresholds_set(
+                study=study,
+                study_threshold=form.cleaned_data["study_threshold"],
+                per_attribute=form.per_attribute(),
+            )
+        except AdjudicationRefused as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, "Adjudication thresholds saved.")
+            return redirect(_team_url(study, "thresholds"))
+    return _page(request, study, MemberAddForm(), thresholds_form=form, status=422)

@@ -63,6 +63,11 @@ urlpatterns = [
     # A study's team: its platform admins and its leads.
     path("manage/studies/<int:study_id>/team/", team_views.team, name="manage_team"),
     path(
+        "manage/studies/<int:study_id>/team/thresholds",
+        team_views.thresholds,
+        name="manage_team_thresholds",
+    ),
+    path(
         "manage/studies/<int:study_id>/team/invite",
         team_views.invite,
         name="manage_team_invite",

@@ -393,6 +393,13 @@ EXPECTED: dict[str, list[Case]] = {
             post={**_by_role(LOGIN, 404, 404, 404, 422, 422, 422), "lead": 422},
         ),
     ],
+    "manage/studies/<int:study_id>/team/thresholds": [
+        C(
+            "/manage/studies/{study_id}/team/thresholds",
+            get=NOT_GET,
+            post={**_by_role(LOGIN, 404, 404, 404, 422, 422, 422), "lead": 422},
+        ),
+    ],
     "manage/studies/<int:study_id>/team/<int:member_id>/remove": [
         C(
             "/manage/studies/{study_id}/team/{member_id}/remove",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from ..adjudication_selectors import attribute_thresholds, disputed_attribute_ids
-from ..models import Adjudication, AttributeLevel, Response, Study
+from ..models import Adjudication, Attribute, AttributeLevel, AttributeThreshold, Response, Study
 
 
 class AdjudicationRefused(ValueError):
@@ -75,3 +75,38 @@ def adjudication_save(
             response=response, attribute_id=attribute_id, defaults=values
         )
     return adjudication
+
+
+def adjudication_thresholds_set(
+    *, study: Study, study_threshold: int, per_attribute: dict[int, int | None]
+) -> None:
+    """Set the study's adjudication threshold and each attribute's own (None: the study's), as
+    the lead's team page asks. Every value is checked first: a whole number from 1 to the width
+    of the rubric's scale (a larger one would send nothing to adjudication), for an attribute of
+    the study's rubric. AdjudicationRefused names the first bad value, and nothing is written;
+    otherwise all of it is written in one transaction."""
+    rubric = study.rubric
+    widest = rubric.scale_max - rubric.scale_min
+    names = dict(Attribute.objects.filter(rubric_id=study.rubric_id).values_list("pk", "name"))
+    checked = [("the study's threshold", study_threshold)]
+    for attribute_id, points in per_attribute.items():
+        if attribute_id not in names:
+            raise AdjudicationRefused(f"attribute {attribute_id} is not of the study's rubric")
+        if points is not None:
+            checked.append((names[attribute_id], points))
+    for what, points in checked:
+        if not 1 <= points <= widest:
+            raise AdjudicationRefused(
+                f"{what}: {points} is not from 1 to {widest} (the scale is "
+                f"{rubric.scale_min}–{rubric.scale_max})"
+            )
+    with transaction.atomic():
+        Study.objects.filter(pk=study.pk).update(adjudication_threshold=study_threshold)
+        study.adjudication_threshold = study_threshold
+        unset = [pk for pk, points in per_attribute.items() if points is None]
+        AttributeThreshold.objects.filter(study=study, attribute_id__in=unset).delete()
+        for attribute_id, points in per_attribute.items():
+            if points is not None:
+                AttributeThreshold.objects.update_or_create(
+                    study=study, attribute_id=attribute_id, defaults={"points": points}
+                )

@@ -302,3 +302,50 @@ def test_a_lead_invites_a_clinician_and_a_bad_invitation_makes_nothing(db, clien
     )
     assert elsewhere.status_code == 404
     assert User.objects.count() == users  # nothing half-made
+
+
+def test_a_lead_sets_the_adjudication_thresholds_and_a_bad_one_writes_nothing(db, client):
+    from annotation.adjudication_selectors import attribute_thresholds
+    from annotation.models import AttributeThreshold
+
+    study = study_make(name="Thresholds", conversations=1)
+    lead = user_make(username="lead_th")
+    member_add(study=study, user=lead, role=LEAD)
+    client.force_login(lead)
+    url = reverse("annotation:manage_team_thresholds", args=[study.pk])
+    safety, empathy = (
+        study.rubric.attributes.order_by("position").values_list("pk", flat=True)[i] for i in (0, 1)
+    )
+    page = client.get(reverse("annotation:manage_team", args=[study.pk])).content.decode()
+    assert 'id="thresholds"' in page and "Adjudication thresholds" in page
+
+    answer = client.post(url, {"study_threshold": "3", f"attribute_{safety}": "1"})
+    assert answer.status_code == 302 and answer["Location"].endswith("#thresholds")
+    study.refresh_from_db()
+    assert study.adjudication_threshold == 3
+    got = attribute_thresholds(study=study)
+    assert got[safety] == 1 and got[empathy] == 3
+
+    # Off the scale (1–5: at most 4 apart), on one attribute: refused by name, nothing written.
+    answer = client.post(
+        url, {"study_threshold": "2", f"attribute_{safety}": "", f"attribute_{empathy}": "9"}
+    )
+    assert answer.status_code == 422
+    assert "is not from 1 to 4" in answer.content.decode()
+    study.refresh_from_db()
+    assert study.adjudication_threshold == 3
+    assert attribute_thresholds(study=study)[safety] == 1
+
+    # Blank again: the attribute follows the study's threshold.
+    assert client.post(url, {"study_threshold": "2", f"attribute_{safety}": ""}).status_code == 302
+    assert not AttributeThreshold.objects.filter(study=study).exists()
+    study.refresh_from_db()
+    assert set(attribute_thresholds(study=study).values()) == {2}
+
+    # A clinician of the study, or a lead of another, finds no such page.
+    other = user_make(username="lead_else")
+    member_add(study=study_make(name="Elsewhere", conversations=1), user=other, role=LEAD)
+    client.force_login(other)
+    assert client.post(url, {"study_threshold": "1"}).status_code == 404
+    study.refresh_from_db()
+    assert study.adjudication_threshold == 2
