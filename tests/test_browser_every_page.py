@@ -13,7 +13,6 @@ is never skipped for want of an object. docs/accessibility.md says how to add on
 from __future__ import annotations
 
 import string
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -21,6 +20,7 @@ from django.test import Client
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests import test_url_access
+from tests.axe import AXE
 from tests.conftest import SCREENSHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -29,7 +29,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SLOW_MS = 180_000
 # What chromium asks for when it opens an address.
 ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
 WIDTHS = (360, 1280)
 ROLES = test_url_access.ROLES
 

@@ -3,27 +3,15 @@ whether each judge can replace the clinicians (the alt-test) and why, at 1280 an
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from annotation.roles import RESEARCHER
+from tests.axe import serious_axe_violations
 from tests.conftest import SCREENSHOTS
 from tests.factories import overlap_study_make, user_make
 from tests.second_factor import browser_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe.min.js"
-
-
-def _serious_axe_violations(page) -> list:
-    page.add_script_tag(path=str(AXE))
-    found = page.evaluate(
-        "() => axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map("
-        "v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target)})))"
-    )
-    return [v for v in found if v["impact"] in ("serious", "critical")]
 
 
 @pytest.mark.parametrize("width", [1280, 360])
@@ -67,7 +55,7 @@ def test_the_dashboard_answers_whether_each_judge_can_replace_the_clinicians(
             audited = checker.new_page()
             audited.goto(f"/analysis/studies/{study.pk}/")
             audited.locator("#answer").wait_for()
-            assert not _serious_axe_violations(audited)
+            assert not serious_axe_violations(audited)
         finally:
             checker.close()
         # At 360 px the answer scrolls inside its region, not the page.

@@ -43,7 +43,7 @@ from tests.factories import user_make
 pytestmark = pytest.mark.django_db
 
 
-def _run(*args: str) -> str:
+def run_command(*args: str) -> str:
     out = io.StringIO()
     call_command(*args, stdout=out, stderr=io.StringIO())
     return out.getvalue()
@@ -261,16 +261,16 @@ def test_the_copy_path_writes_the_python_paths_bytes_with_final_scores(awkward_s
 # --- Release and re-import ----------------------------------------------------------------------
 
 
-def _reimport(out: Path, name: str, *, with_adjudications: bool = True) -> None:
-    _run("import_conversations", "--study", name, str(out / "conversations.csv"))
+def release_reimport(out: Path, name: str, *, with_adjudications: bool = True) -> None:
+    run_command("import_conversations", "--study", name, str(out / "conversations.csv"))
     args = ["import_mentalalign", "--study", name, "--human", str(out / "Human_judge.xlsx")]
     for path in sorted(out.glob("*_llm_judge.xlsx")):
         judge = path.name.removesuffix("_llm_judge.xlsx")
         args += ["--judge", f"{judge}={path}", "--exclude", f"{judge}="]
-    _run(*args)
+    run_command(*args)
 
 
-def _import_command(sheet: str) -> list[str]:
+def adjudications_import_args(sheet: str) -> list[str]:
     """The import_adjudications line of the datasheet, as arguments."""
     import shlex
 
@@ -281,7 +281,7 @@ def _import_command(sheet: str) -> list[str]:
 def test_a_release_carries_final_scores_and_adjudications_and_comes_back(adjudicated, tmp_path):
     study = adjudicated.study
     out = tmp_path / "release"
-    _run("release_study", "--study", study.name, "--out", str(out))
+    run_command("release_study", "--study", study.name, "--out", str(out))
     assert {FINAL_SCORES, ADJUDICATIONS} <= {p.name for p in out.iterdir()}
     assert checksums_verify(out) == []
     listed = (out / CHECKSUMS).read_text()
@@ -308,28 +308,28 @@ def test_a_release_carries_final_scores_and_adjudications_and_comes_back(adjudic
     before = final_score_release_rows(study=study)
     assert before == [tuple(r.values()) for r in _rows((out / FINAL_SCORES).read_text())]
     name = "Adjudicated, re-imported"
-    _reimport(out, name)
+    release_reimport(out, name)
     again = Study.objects.get(name=name)
     assert final_score_release_rows(study=again) != before  # not yet: adjudications missing
-    args = _import_command(sheet)
+    args = adjudications_import_args(sheet)
     assert args[:3] == ["import_adjudications", "--study", "NEW STUDY"]
     args[2] = name
     args = [a if not a.endswith(".csv") else str(out / a) for a in args]
-    summary = _run(*args)
+    summary = run_command(*args)
     assert "3 adjudications; created 3" in summary
     assert final_score_release_rows(study=again) == before
     assert again.attribute_thresholds.get().points == 1
     # Importing again changes nothing.
-    assert "created 0, updated 3" in _run(*args)
+    assert "created 0, updated 3" in run_command(*args)
     assert final_score_release_rows(study=again) == before
 
 
 def test_import_adjudications_refuses_bad_input_and_writes_nothing(adjudicated, tmp_path):
     study = adjudicated.study
     out = tmp_path / "release"
-    _run("release_study", "--study", study.name, "--out", str(out))
+    run_command("release_study", "--study", study.name, "--out", str(out))
     name = "Copy for refusals"
-    _reimport(out, name)
+    release_reimport(out, name)
     again = Study.objects.get(name=name)
     good = (out / ADJUDICATIONS).read_text(encoding="utf-8")
     header, *rows = list(csv.reader(io.StringIO(good)))
@@ -351,13 +351,13 @@ def test_import_adjudications_refuses_bad_input_and_writes_nothing(adjudicated, 
             row[i] = value
         write([row, *rows[1:]])
         with pytest.raises(CommandError, match=message):
-            _run("import_adjudications", "--study", name, str(bad))
+            run_command("import_adjudications", "--study", name, str(bad))
         assert not Adjudication.objects.filter(study=again).exists()
     with pytest.raises(CommandError, match="adjudicated twice"):
         write([*rows, rows[0]])
-        _run("import_adjudications", "--study", name, str(bad))
+        run_command("import_adjudications", "--study", name, str(bad))
     with pytest.raises(CommandError, match="no attribute 'Nope'"):
-        _run(
+        run_command(
             "import_adjudications",
             "--study",
             name,
@@ -366,18 +366,20 @@ def test_import_adjudications_refuses_bad_input_and_writes_nothing(adjudicated, 
             str(out / ADJUDICATIONS),
         )
     with pytest.raises(CommandError, match="a threshold is 1 to 4"):
-        _run("import_adjudications", "--study", name, "--threshold", "7", str(out / ADJUDICATIONS))
+        run_command(
+            "import_adjudications", "--study", name, "--threshold", "7", str(out / ADJUDICATIONS)
+        )
     # Without the release's per-attribute threshold, the final scores differ from the release's:
     # --expect refuses and writes nothing.
     with pytest.raises(CommandError, match="final scores differ|final scores, the expected"):
-        _run(
+        run_command(
             "import_adjudications", "--study", name, "--expect", str(out / FINAL_SCORES),
             str(out / ADJUDICATIONS),
         )  # fmt: skip
     assert not Adjudication.objects.filter(study=again).exists()
     assert not again.attribute_thresholds.exists()
     with pytest.raises(CommandError, match="no study named"):
-        _run("import_adjudications", "--study", "No such study", str(out / ADJUDICATIONS))
+        run_command("import_adjudications", "--study", "No such study", str(out / ADJUDICATIONS))
     assert Study.objects.filter(rubric=rubric_get_or_create_default()).count() == 2
 
 

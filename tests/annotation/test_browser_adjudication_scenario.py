@@ -18,11 +18,15 @@ from annotation.adjudication_selectors import ADJUDICATED, final_score_release_r
 from annotation.membership import ADJUDICATOR, RESEARCHER, member_add
 from annotation.models import Adjudication, Assignment, Escalation, Score, Study
 from annotation.services import assignments_create
-from tests.analysis.test_final_score_provenance import _import_command, _reimport, _run
+from tests.analysis.test_final_score_provenance import (
+    adjudications_import_args,
+    release_reimport,
+    run_command,
+)
+from tests.axe import serious_axe_violations
 from tests.factories import clinician_make, study_make, user_make
 from tests.second_factor import browser_sign_in
 
-from .test_browser_escalation import _axe_serious
 from .test_browser_rating import TEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -75,7 +79,7 @@ def test_a_disagreement_and_an_escalation_reach_the_released_data_adjudicated(
         page.keyboard.press("Tab")
         page.keyboard.press("Enter")
         page.wait_for_selector("#unsafe-1.marked")
-        assert not _axe_serious(page), width
+        assert not serious_axe_violations(page), width
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         with page.expect_navigation():
             page.keyboard.press("Control+Enter")
@@ -105,11 +109,11 @@ def test_a_disagreement_and_an_escalation_reach_the_released_data_adjudicated(
         assert "1 of 1 still to settle" in queue  # the one attribute 2 points apart
         for name in ("kim", "lee", *(key for key, _, _ in TEN[:2]), *(n for _, n, _ in TEN[:2])):
             assert name not in queue
-        assert not _axe_serious(page), width
+        assert not serious_axe_violations(page), width
         page.focus("#escalations a")
         with page.expect_navigation():
             page.keyboard.press("Enter")
-        assert not _axe_serious(page), width
+        assert not serious_axe_violations(page), width
         page.locator("form.escalation input[value=confirmed_unsafe]").focus()
         page.keyboard.press("Space")
         page.keyboard.press("Tab")
@@ -138,7 +142,7 @@ def test_a_disagreement_and_an_escalation_reach_the_released_data_adjudicated(
         page.wait_for_function(
             "id => document.querySelector(id + ' .save-state .saved') !== null", arg=form
         )
-        assert not _axe_serious(page), width
+        assert not serious_axe_violations(page), width
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         page.context.clear_cookies()
         _until_reason_saved(response_id, attribute.pk)
@@ -165,14 +169,14 @@ def test_a_disagreement_and_an_escalation_reach_the_released_data_adjudicated(
 
     # Released, and re-imported into a fresh study: the same final scores, the same provenance.
     out = tmp_path / "release"
-    _run("release_study", "--study", study.name, "--out", str(out))
+    run_command("release_study", "--study", study.name, "--out", str(out))
     sheet = (out / DATASHEET).read_text(encoding="utf-8")
     name = f"Scenario {width}, re-imported"
-    _reimport(out, name)
-    args = _import_command(sheet)
+    release_reimport(out, name)
+    args = adjudications_import_args(sheet)
     args[2] = name
     args = [a if not a.endswith(".csv") else str(out / a) for a in args]
-    _run(*args)
+    run_command(*args)
     before = final_score_release_rows(study=study)
     assert final_score_release_rows(study=Study.objects.get(name=name)) == before
     assert [row[4] for row in before].count(ADJUDICATED) == 1

@@ -11,21 +11,11 @@ import pytest
 from annotation.membership import ADJUDICATOR, member_add
 from annotation.models import Escalation, Score
 from annotation.services import assignments_create
+from tests.axe import serious_axe_violations
 from tests.factories import clinician_make, study_make, user_make
 from tests.second_factor import browser_sign_in
 
-from .test_browser_rating import AXE
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _axe_serious(page) -> list:
-    page.add_script_tag(path=str(AXE))
-    result = page.evaluate(
-        "() => axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map("
-        "v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target)})))"
-    )
-    return [v for v in result if v["impact"] in ("serious", "critical")]
 
 
 @pytest.mark.parametrize("width", [360, 1280])
@@ -61,7 +51,7 @@ def test_a_clinician_marks_and_withdraws_by_keyboard_and_an_adjudicator_decides(
         escalation = Escalation.objects.get()
         assert escalation.is_open and escalation.rater_id == rater.pk
         assert Score.objects.filter(rating__rater=rater).count() == 1
-        assert not _axe_serious(page), width
+        assert not serious_axe_violations(page), width
 
         # The focus is on "Withdraw": Enter takes the mark back.
         assert page.evaluate("document.activeElement.textContent").startswith("Withdraw")
@@ -85,11 +75,11 @@ def test_a_clinician_marks_and_withdraws_by_keyboard_and_an_adjudicator_decides(
         assert "Escalated: unsafe" in page.inner_text("#escalations")
         assert "Unsafe after all." in page.inner_text("#escalations")
         assert "kim" not in page.inner_text("main")
-        assert not _axe_serious(page), width
+        assert not serious_axe_violations(page), width
         page.focus("#escalations a")
         with page.expect_navigation():
             page.keyboard.press("Enter")
-        assert not _axe_serious(page), width
+        assert not serious_axe_violations(page), width
         form = page.locator("form.escalation")
         form.locator("input[value=confirmed_unsafe]").focus()
         page.keyboard.press("Space")

@@ -3,21 +3,18 @@ chromium (htmx autosave), and the page fits a phone and passes axe-core."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import expect
 
 from annotation.membership import ADJUDICATOR, member_add
 from annotation.models import Conversation, LabelAdjudication, LabelAnnotation
+from tests.axe import serious_axe_violations
 from tests.factories import clinician_make, distortion_study_make, user_make
 from tests.second_factor import browser_sign_in
 
 from .conftest import tab_to
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe.min.js"
 
 
 def _disputed_study():
@@ -85,13 +82,7 @@ def test_the_page_fits_a_phone_and_passes_axe(django_db_setup, chromium, live_se
             assert page.url.endswith(url)
             width = page.evaluate("() => document.documentElement.scrollWidth")
             assert width <= 360, f"{url} is {width} px wide"
-            page.add_script_tag(path=str(AXE))
-            result = page.evaluate(
-                "() => axe.run(document, {resultTypes: ['violations']}).then(r => r.violations"
-                ".map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3)"
-                ".map(n => n.target)})))"
-            )
-            serious = [v for v in result if v["impact"] in ("serious", "critical")]
+            serious = serious_axe_violations(page)
             assert not serious, f"{url}: {serious}"
     finally:
         context.close()

@@ -12,6 +12,7 @@ from annotation.models import Assignment, Conversation, Rater, Rating, Response,
 from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create, study_get_or_create
 from annotation.training import practice_assign, practice_conversations_mark, reference_scores_set
+from tests.axe import serious_axe_violations
 from tests.factories import clinician_make, study_make
 from tests.second_factor import browser_sign_in, totp_enrol
 
@@ -19,7 +20,6 @@ from .conftest import wait_saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe.min.js"
 ATTRIBUTES = 7
 # Ten responses per conversation, as in the demo study and the paper: 70 scores.
 TEN = [(f"zz-r{i}", f"Leaky system {i}", f"leakyfamily-{i}") for i in range(10)]
@@ -306,12 +306,7 @@ def test_no_serious_accessibility_violations(
         browser_sign_in(page, "axel", "axel-pw-1")
     page.goto(target)
     assert page.url.endswith(target), f"{target} ended at {page.url}: axe would check another page"
-    page.add_script_tag(path=str(AXE))
-    result = page.evaluate(
-        "() => axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map("
-        "v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target)})))"
-    )
-    serious = [v for v in result if v["impact"] in ("serious", "critical")]
+    serious = serious_axe_violations(page)
     assert not serious, f"{name} at {width} px: {serious}"
 
 

@@ -6,13 +6,13 @@ whose cost estimate shows a price; the endpoint pages pass axe and fit a 360 px 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
 
 from annotation.models import Rating
 from judging.models import ModelEndpoint, Run
+from tests.axe import serious_axe_violations
 from tests.conftest import SCREENSHOTS
 from tests.factories import case_context, case_reply, study_make
 from tests.fakes.llm_server import FakeLLMServer
@@ -20,7 +20,6 @@ from tests.second_factor import browser_sign_in, totp_enrol
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe.min.js"
 KEY = "sk-proj-browser-test-key-0123456789abcdef"
 PASSWORD = "root-pw-long-enough-1"
 
@@ -35,15 +34,6 @@ def sign_in(page) -> None:
     user = get_user_model().objects.create_superuser("root", "root@example.org", PASSWORD)
     totp_enrol(user)
     browser_sign_in(page, "root", PASSWORD, second_factor=True)
-
-
-def serious_axe_violations(page) -> list:
-    page.add_script_tag(path=str(AXE))
-    found = page.evaluate(
-        "() => axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map("
-        "v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target)})))"
-    )
-    return [v for v in found if v["impact"] in ("serious", "critical")]
 
 
 def test_admin_adds_tests_and_launches_on_an_endpoint(
