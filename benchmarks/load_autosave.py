@@ -438,7 +438,10 @@ def main() -> int:
         "--celery-concurrency", type=int, default=2, help="the runs worker's (bin/up's default)"
     )
     jobs.add_argument(
-        "--jobs-timeout", type=float, default=1200, help="seconds the jobs may take in all"
+        "--jobs-timeout",
+        type=float,
+        default=1800,
+        help="seconds the jobs may take in all (then they are cancelled)",
     )
     harness.add_database_argument(parser, "mentalbench_bench")
     args = parser.parse_args()
@@ -670,6 +673,14 @@ class Researcher:
         self.timed("job page", self.client.get, f"/analysis/jobs/{job}/").raise_for_status()
         self.polls[job] = []
 
+    def cancel(self, job: str) -> None:
+        self.timed(
+            "job cancel",
+            self.client.post,
+            f"/analysis/jobs/{job}/cancel",
+            data={"csrfmiddlewaretoken": self.client.cookies["csrftoken"]},
+        )
+
     def poll(self, job: str) -> str:
         """One htmx refresh of the job's status; returns its state."""
         response = self.timed(
@@ -789,6 +800,9 @@ def run_jobs_during(
             jobs_to = time.monotonic()
             stop.set()
             results = pending.get()
+            # A job past the timeout is cancelled, so that its worker stops at its next report.
+            for job in {release, kappa} - set(ended):
+                researcher.cancel(job)
     finally:
         gunicorn.send_signal(signal.SIGTERM)
         gunicorn.wait(timeout=30)
