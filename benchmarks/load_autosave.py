@@ -66,7 +66,8 @@ STATIC = re.compile(r'<(?:script|link)[^>]+(?:src|href)="(/static/[^"]+)"')
 
 
 def workers_cpu_seconds(master: int) -> float:
-    """User + system CPU of gunicorn's workers so far."""
+    """User + system CPU of the children of `master` (gunicorn's workers, a Celery pool) so
+    far."""
     children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
     return sum(harness.cpu_seconds(int(pid)) for pid in children)
 
@@ -784,6 +785,7 @@ def run_jobs_during(
                 loads.append((time.monotonic(), os.getloadavg()[0]))
                 time.sleep(1)
             jobs_from = time.monotonic()
+            web_cpu = workers_cpu_seconds(gunicorn.pid)
             release = researcher.start_release(study_id)
             kappa = researcher.start_kappa_f1(upload, args.n_sim)
             for job in (release, kappa):
@@ -798,6 +800,8 @@ def run_jobs_during(
                 loads.append((tick, os.getloadavg()[0]))
                 time.sleep(max(0.0, tick + 1 - time.monotonic()))
             jobs_to = time.monotonic()
+            web_cpu = workers_cpu_seconds(gunicorn.pid) - web_cpu
+            jobs_cpu = workers_cpu_seconds(workers[0].pid)  # the runs worker's pool
             stop.set()
             results = pending.get()
             # A job past the timeout is cancelled, so that its worker stops at its next report.
@@ -864,6 +868,10 @@ def run_jobs_during(
     print(
         f"1-minute load average: alone {min(base_load):.1f}–{max(base_load):.1f}, with the jobs "
         f"{min(job_load):.1f}–{max(job_load):.1f}; after: {harness.load()}"
+    )
+    print(
+        f"CPU while the jobs ran ({jobs_to - jobs_from:.0f} s): the runs worker's pool "
+        f"{jobs_cpu:.0f} s, gunicorn's workers {web_cpu:.0f} s"
     )
     print(f"failed requests: {len(failures)} {failures[:3]}")
     ok = print_verified(database_url, results, failures) and ok
