@@ -7,7 +7,8 @@ The study is the one of benchmarks.paper_scale (10,000 conversations × 10 respo
 2 clinicians on 1,000 conversations: 2.94 million scores), built in its database
 mentalbench_bench_paper unless --keep finds it there. Each run is a fresh child process, as a
 user types the command, alternated with export_ratings so that other load falls on both alike;
-printed: median wall time, peak RSS, the release's size, and the load average.
+printed: median wall time, peak RSS, the release's size, and the load average. `--runs 0`
+only builds the study (benchmarks.load_autosave --jobs-during copies it from there).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def main() -> None:
         start = time.perf_counter()
         n = paper_scale.synthesize(db=args.db, conversations=args.conversations)
         print(f"built the study: {n:,} scores in {time.perf_counter() - start:.0f} s")
+    if args.runs == 0:
+        return
     study = Study.objects.get(name=paper_scale.STUDY)
     n_responses = Response.objects.filter(conversation__study=study).count()
     releases, exports = [], []

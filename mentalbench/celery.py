@@ -3,12 +3,26 @@ from datetime import timedelta
 from pathlib import Path
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mentalbench.settings")
 
 app = Celery("mentalbench")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def lower_priority(**_: object) -> None:
+    """Each process that runs tasks (a prefork pool's child) lowers its CPU priority by
+    settings.WORKER_NICE, so that on cores shared with gunicorn the web's requests run first
+    and a release or a κ_F1 job takes the time they leave. Lowering needs no privilege; a
+    process can never raise it again, which is why the worker's main process (the one talking
+    to the broker) keeps its own."""
+    from django.conf import settings
+
+    if settings.WORKER_NICE:
+        os.nice(settings.WORKER_NICE)
 
 
 @app.on_after_configure.connect

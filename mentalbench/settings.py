@@ -409,6 +409,13 @@ else:
         "polling_interval": 0.2,
     }
 
+# The Celery worker processes that run tasks lower their CPU priority by this much (nice, 0–19;
+# 0 leaves it): where the workers share cores with the web server, a job's computation waits for
+# the requests people are waiting on, not the reverse (docs/jobs.md, docs/benchmarks.md).
+WORKER_NICE = envint("WORKER_NICE", 10)
+if not 0 <= WORKER_NICE <= 19:
+    raise ImproperlyConfigured(f"WORKER_NICE must be from 0 to 19, got {WORKER_NICE}")
+
 # Background jobs (docs/jobs.md): how many one person may have queued or running at once, how
 # long a finished job's result is kept, how long one may run, and how long a running job may go
 # without reporting progress before the sweeper calls its worker gone.

@@ -145,3 +145,26 @@ def test_a_release_job_on_the_folder_broker(transactional_db, researcher, tmp_pa
         app.conf.broker_url, app.conf.broker_transport_options = saved
         app._pool = None
         app.amqp._producer_pool = None
+
+
+def _niceness(pid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def test_the_processes_that_run_jobs_yield_the_cpu_to_the_web(celery_worker_factory):
+    """A job's computation runs below the web server's CPU priority (settings.WORKER_NICE),
+    the worker's main process (the broker's side) at its own."""
+    from django.conf import settings
+
+    worker = celery_worker_factory(concurrency=2)
+    assert worker.process is not None
+    main = worker.process.pid
+    children = Path(f"/proc/{main}/task/{main}/children")
+    wait_for(lambda: len(children.read_text().split()) == 2, timeout=60, what="the pool")
+    expected = min(_niceness(main) + settings.WORKER_NICE, 19)
+    wait_for(
+        lambda: all(_niceness(int(pid)) == expected for pid in children.read_text().split()),
+        timeout=30,
+        what=f"the pool's processes at nice {expected}",
+    )
+    assert settings.WORKER_NICE == 10 and _niceness(main) == _niceness(os.getpid())
