@@ -39,6 +39,12 @@ if TYPE_CHECKING:
         user: User
 
 
+def save_state(request: HttpRequest, error: str | None) -> HttpResponse:
+    """An htmx save's answer: the form's save state, or why nothing was saved (400)."""
+    status = 400 if error else 200
+    return render(request, "annotation/_adjudication_state.html", {"error": error}, status=status)
+
+
 def _study(request: HttpRequest, study_id: int) -> Study:
     return study_for(
         user=request.user,
@@ -132,12 +138,7 @@ def response_page(request: HtmxHttpRequest, study_id: int, response_id: int) -> 
         except AdjudicationRefused as exc:
             error = str(exc)
     if request.htmx:
-        return render(
-            request,
-            "annotation/_adjudication_state.html",
-            {"error": error},
-            status=400 if error else 200,
-        )
+        return save_state(request, error)
     if error:
         return _page(request, study, response_id, status=400, error=error)
     messages.success(request, "Adjudication saved.")
@@ -175,12 +176,7 @@ def escalation_decision(
         except EscalationRefused as exc:
             error = str(exc)
     if request.htmx:
-        return render(
-            request,
-            "annotation/_adjudication_state.html",
-            {"error": error},
-            status=400 if error else 200,
-        )
+        return save_state(request, error)
     response_id = escalation["response_id"]
     if error:
         return _page(request, study, response_id, status=400, error=error)

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from .adjudication_views import save_state
 from .forms import LabelSaveForm
 from .label_adjudication_selectors import label_adjudication_page, label_adjudication_queue
 from .membership import ADJUDICATOR as ADJUDICATOR_ROLE
@@ -105,12 +106,7 @@ def message_page(request: HtmxHttpRequest, study_id: int, conversation_id: int) 
         except LabelAdjudicationRefused as exc:
             error = str(exc)
     if request.htmx:
-        return render(
-            request,
-            "annotation/_adjudication_state.html",
-            {"error": error},
-            status=400 if error else 200,
-        )
+        return save_state(request, error)
     if error:
         return _page(request, study, conversation_id, status=400, error=error)
     messages.success(request, "Adjudication saved.")

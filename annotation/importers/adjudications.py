@@ -12,21 +12,13 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..adjudication_selectors import RELEASE_ADJUDICATION_COLUMNS
 from ..csvsafe import cell_unescaped
 from .base import ImportProblem, require_readable
 from .limits import ImportLimits, check_cells, check_columns, check_file_size, check_text
 
 #: The columns, in the order a release writes them; a file must have every one.
-COLUMNS = (
-    "conversation",
-    "responder",
-    "attribute",
-    "final_score",
-    "reason",
-    "reason_text",
-    "rubric_needs_change",
-    "adjudicator",
-)
+COLUMNS = RELEASE_ADJUDICATION_COLUMNS
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
 
