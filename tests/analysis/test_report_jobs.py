@@ -59,6 +59,7 @@ def test_the_dashboard_leaves_5000_resamples_to_a_job_and_shows_its_report_once_
     html = first.content.decode()
     assert 'id="report-pending"' in html and reverse("analysis:job", args=[job.pk]) in html
     assert 'hx-trigger="every 2s"' in html and f'"X-Report-Job": "{job.pk}"' in html
+    assert "5,000 bootstrap resamples: computed in the background" in html
     assert "Coverage" not in html  # no report's numbers under the 5,000 asked for
     # The same request again: the same job. The poll names it and starts none.
     again = client.get(url, {"bootstrap": 5000})
