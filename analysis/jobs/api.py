@@ -62,10 +62,11 @@ class ReleaseStartSerializer(serializers.Serializer[dict[str, Any]]):
     include_text = JsonBoolean(default=True, help_text="with the response texts")
 
 
-@extend_schema_field(OpenApiTypes.BINARY)
+@extend_schema_field({"type": "string", "format": "binary", "minLength": 1})
 class UploadField(serializers.FileField):
     """A file part of a multipart request: the schema says binary (drf-spectacular would say a
-    URI, which is what a FileField answers with, not what it takes)."""
+    URI, which is what a FileField answers with, not what it takes), and not empty (an empty
+    file is refused with 400, as Django's file field refuses it)."""
 
 
 class KappaF1StartSerializer(serializers.Serializer[dict[str, Any]]):
