@@ -24,8 +24,13 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import permissions, serializers, viewsets
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -51,6 +56,8 @@ from analysis.api_selectors import (
     studies_listed,
     study_or_none,
 )
+from analysis.jobs.serializers import JobSerializer
+from analysis.jobs.services import JobRefused, report_job_start, report_needs_job
 from analysis.models import ExportLog
 from analysis.pseudonyms import RaterLabels, identified_check
 from analysis.selectors import (
@@ -61,6 +68,7 @@ from analysis.selectors import (
     judges_against_adjudicated,
     ratings_stamp,
     study_report,
+    study_report_cached,
 )
 from analysis.services import export_log_create, ratings_export_start
 from annotation.adjudication_selectors import attribute_thresholds_by_name
@@ -241,7 +249,7 @@ class StudyQuery(QuerySerializer):
     """A study by id takes no parameters."""
 
 
-def _report(query: dict[str, Any], study: Study) -> StudyReport:
+def _report_inputs(query: dict[str, Any]) -> tuple[Filters, ReportParams]:
     filters = Filters(
         condition=query.get("condition"),
         source=query.get("source"),
@@ -251,7 +259,11 @@ def _report(query: dict[str, Any], study: Study) -> StudyReport:
     params = ReportParams(
         n_boot=query["bootstrap"], seed=query["seed"], as_published=query["as_published"]
     )
-    return study_report(study=study, filters=filters, params=params)
+    return filters, params
+
+
+# How long a client refused for its jobs at once is told to wait before asking again.
+JOBS_RETRY_AFTER_SECONDS = 30
 
 
 def _json_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -286,20 +298,61 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
         # A study the caller is not a member of is not found: the same 404 as no study.
         return studies_listed(studies=studies_for(user=self.request.user))
 
+    def _report_job(
+        self, request: Request, study: Study, filters: Filters, params: ReportParams
+    ) -> ApiResponse:
+        """202 with the job computing the report (started now or already), 429 when the
+        caller has as many jobs at once as one person may."""
+        try:
+            job, _ = report_job_start(
+                owner=request.user,
+                study=study,
+                filters=filters,
+                params=params,
+                channel=ExportLog.Channel.API,
+            )
+        except JobRefused as exc:
+            return ApiResponse(
+                {"detail": str(exc)},
+                status=status.HTTP_429_TOO_MANY_REQUESTS,
+                headers={"Retry-After": str(JOBS_RETRY_AFTER_SECONDS)},
+            )
+        detail = (
+            f"{params.n_boot:,} bootstrap resamples are computed by a background job; ask "
+            "again once it is done (its url shows its progress)."
+        )
+        body = {"detail": detail, "job": JobSerializer(job, context={"request": request}).data}
+        return ApiResponse(body, status=status.HTTP_202_ACCEPTED)
+
     @extend_schema(
         parameters=[OpenApiParameter("table", str, OpenApiParameter.PATH, enum=list(TABLES))],
-        responses=inline_serializer(
-            "Report",
-            fields={
-                "study": serializers.IntegerField(),
-                "table": serializers.CharField(),
-                "ratings_version": serializers.CharField(
-                    help_text="<submitted ratings>:<day the latest changed>; drafts never move it"
+        responses={
+            200: inline_serializer(
+                "Report",
+                fields={
+                    "study": serializers.IntegerField(),
+                    "table": serializers.CharField(),
+                    "ratings_version": serializers.CharField(
+                        help_text="<submitted ratings>:<day the latest changed>; drafts never "
+                        "move it"
+                    ),
+                    "notes": serializers.ListField(child=serializers.CharField()),
+                    "rows": serializers.ListField(child=serializers.DictField()),
+                },
+            ),
+            202: OpenApiResponse(
+                inline_serializer(
+                    "ReportPending",
+                    fields={
+                        "detail": serializers.CharField(),
+                        "job": JobSerializer(),
+                    },
                 ),
-                "notes": serializers.ListField(child=serializers.CharField()),
-                "rows": serializers.ListField(child=serializers.DictField()),
-            },
-        ),
+                description="more bootstrap resamples than the default and not computed yet: "
+                "a background job computes the report (the same job for the same request); "
+                "ask again once the job is done",
+            ),
+        },
     )
     @action(detail=True, methods=["get"], url_path=r"reports/(?P<table>[a-z_]+)")
     def reports(
@@ -317,7 +370,14 @@ class StudyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet[Study]):
         if table not in TABLES:
             raise NotFound(f"unknown table {table!r}; choose one of {', '.join(TABLES)}")
         study = self.get_object()
-        report = _report(self.query, study)
+        filters, params = _report_inputs(self.query)
+        if report_needs_job(params=params):
+            cached = study_report_cached(study=study, filters=filters, params=params)
+            if cached is None:
+                return self._report_job(request, study, filters, params)
+            report = cached
+        else:
+            report = study_report(study=study, filters=filters, params=params)
         df = report.table(table)
         return ApiResponse(
             {

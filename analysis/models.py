@@ -68,8 +68,9 @@ class RaterCode(models.Model):
 
 
 class Job(models.Model):
-    """A computation that can outlast a web request (a release bundle, a κ_F1 evaluation), run
-    by a Celery worker while its page shows the fraction done (docs/jobs.md).
+    """A computation that can outlast a web request (a release bundle, a κ_F1 evaluation, a
+    report with more bootstrap resamples than the default), run by a Celery worker while its
+    page shows the fraction done (docs/jobs.md).
 
     A job is claimed once (queued → running, a status-guarded update), reports progress by
     updating its own row, and ends exactly once (done, failed or cancelled, each a guarded
@@ -80,6 +81,7 @@ class Job(models.Model):
     class Kind(models.TextChoices):
         RELEASE = "release", "Release bundle (zip)"
         KAPPA_F1 = "kappa_f1", "κ_F1 evaluation"
+        REPORT = "report", "Reliability report (more resamples)"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Waiting for a worker"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import zlib
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 import numpy as np
@@ -272,6 +272,7 @@ def reliability_table(
     two_stage: bool = False,
     level: float = 0.95,
     cells: PairedCells | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> pd.DataFrame:
     """One row per judge × attribute: ICC(C,1) with bootstrap CI, ICC(A,1), bias, errors.
 
@@ -290,7 +291,8 @@ def reliability_table(
     ``verdict``/``verdict_text`` apply the paper's guidance matrix; ``reason`` explains NaNs.
     Judges appear in order of first appearance, attributes in the given order. ``cells``:
     ``paired_cells(df, attributes=…, exclusions=…)`` already computed with these arguments
-    (the dashboard pairs once for this table and the calibration table).
+    (the dashboard pairs once for this table and the calibration table). ``progress`` is told
+    the fraction of judge × attribute pairs bootstrapped after each one (a background job's bar).
     """
     if cells is None:
         cells = paired_cells(df, attributes=attributes, exclusions=exclusions)
@@ -386,6 +388,8 @@ def reliability_table(
                     "reason": "; ".join(dict.fromkeys(reasons)) or None,
                 }
             )
+            if progress is not None:
+                progress(len(rows) / (n_j * n_a))
     return pd.DataFrame(rows, columns=list(RELIABILITY_COLUMNS))
 
 

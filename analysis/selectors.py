@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -721,27 +721,50 @@ class StudyReport:
 
 
 def study_report(
-    *, study: Study, filters: Filters | None = None, params: ReportParams | None = None
+    *,
+    study: Study,
+    filters: Filters | None = None,
+    params: ReportParams | None = None,
+    progress: Callable[[float, str], None] | None = None,
 ) -> StudyReport:
     """The dashboard's tables, recomputed from Postgres only when the study changed.
 
     The cache key holds the study_version (the count and latest update of the study's ratings,
     and a digest of its judges, responders, rubric and description), so a new or edited rating
     or a judge's changed exclusions make the next request recompute; stale entries expire.
+    ``progress`` (a background job's) is told (fraction, what) while the report is computed.
     """
     filters, params = filters or Filters(), params or ReportParams()
     version = study_version(study=study)
+    key = _report_key(study=study, filters=filters, params=params, version=version)
+    report: StudyReport | None = cache.get(key)
+    if report is None:
+        report = study_report_build(
+            study=study, filters=filters, params=params, version=version, progress=progress
+        )
+        cache.set(key, report, timeout=REPORT_CACHE_SECONDS)
+    return report
+
+
+def study_report_cached(
+    *, study: Study, filters: Filters, params: ReportParams
+) -> StudyReport | None:
+    """The report `study_report` would answer if it is in the cache now, else None: nothing is
+    computed (the dashboard asks before it sends a long bootstrap to a background job)."""
+    version = study_version(study=study)
+    report: StudyReport | None = cache.get(
+        _report_key(study=study, filters=filters, params=params, version=version)
+    )
+    return report
+
+
+def _report_key(*, study: Study, filters: Filters, params: ReportParams, version: str) -> str:
     # "coded": reports show clinicians by study code; entries cached before codes existed
     # (keyed without it) held names and must never be served again. "answer": entries cached
     # before the answer table existed lack it.
-    key = "analysis:report:coded:answer:" + ":".join(
+    return "analysis:report:coded:answer:" + ":".join(
         map(str, (study.pk, version, filters.key(), *astuple_params(params)))
     )
-    report: StudyReport | None = cache.get(key)
-    if report is None:
-        report = study_report_build(study=study, filters=filters, params=params, version=version)
-        cache.set(key, report, timeout=REPORT_CACHE_SECONDS)
-    return report
 
 
 REPORT_CACHE_SECONDS = 24 * 3600
@@ -752,10 +775,18 @@ def astuple_params(params: ReportParams) -> tuple[int, int, bool, bool]:
 
 
 def study_report_build(
-    *, study: Study, filters: Filters, params: ReportParams, version: str
+    *,
+    study: Study,
+    filters: Filters,
+    params: ReportParams,
+    version: str,
+    progress: Callable[[float, str], None] | None = None,
 ) -> StudyReport:
     """The dashboard's whole report of a study, computed now (`study_report` caches it under
-    `version`); benchmarks time it uncached."""
+    `version`); benchmarks time it uncached. ``progress``: reading the ratings is the first
+    tenth, the reliability table's bootstrap up to nine tenths, the other tables the rest."""
+    tell = progress or (lambda fraction, message: None)
+    tell(0.0, "reading the ratings")
     df = scores_frame(study=study, filters=filters, as_published=params.as_published)
     attributes = attribute_names(study=study)
     exclusions = exclusions_for(study=study)
@@ -763,6 +794,7 @@ def study_report_build(
     human_means = reports.human_means_table(df, attributes)
     human_means.index.name = "responder"
     cells = reports.paired_cells(df, attributes=attributes, exclusions=exclusions)
+    tell(0.1, f"bootstrapping ({params.n_boot:,} resamples)")
     reliability = reports.reliability_table(
         df,
         attributes=attributes,
@@ -771,7 +803,9 @@ def study_report_build(
         seed=params.seed,
         two_stage=params.two_stage,
         cells=cells,
+        progress=lambda done: tell(0.1 + 0.8 * done, f"bootstrapping ({done:.0%})"),
     )
+    tell(0.9, "the other tables")
     alt = reports.alt_test_table(df, attributes=attributes, exclusions=exclusions)
     worth = reports.judge_worth_table(cells)
     return StudyReport(

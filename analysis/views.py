@@ -3,7 +3,9 @@
 One view serves the full page or, for htmx filter changes, the report partial
 (docs/architecture.md).
 Reports come from analysis.selectors.study_report, cached until the study's ratings change;
-templates get precomputed rows and Vega-Lite specs and run no queries.
+templates get precomputed rows and Vega-Lite specs and run no queries. A report with more
+bootstrap resamples than the default that is not cached is computed by a background job
+(analysis.jobs), never in the request: the page says so and follows the job's progress.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
@@ -22,8 +24,15 @@ from analysis import charts
 from analysis.distortion_selectors import consensus_export_rows, distortion_report
 from analysis.downloads import rows_download, table_download
 from analysis.forms import ConsensusForm, KappaF1Form, ReportFilterForm
-from analysis.jobs.services import JobRefused, kappa_f1_job_start
-from analysis.models import ExportLog
+from analysis.jobs.selectors import job_get_for_user
+from analysis.jobs.services import (
+    INLINE_BOOTSTRAP,
+    JobRefused,
+    kappa_f1_job_start,
+    report_job_start,
+    report_needs_job,
+)
+from analysis.models import ExportLog, Job
 from analysis.pseudonyms import identified_check, identified_requested
 from analysis.selectors import (
     StudyReport,
@@ -33,6 +42,7 @@ from analysis.selectors import (
     has_published_reading,
     studies_with_sizes,
     study_report,
+    study_report_cached,
 )
 from analysis.services import ratings_export_start
 from annotation.csvsafe import csv_attachment
@@ -346,19 +356,46 @@ def _study(request: HttpRequest, study_id: int) -> Study:
     )
 
 
+@dataclass
+class Pending:
+    """A report left to a background job: its job, or why none could start."""
+
+    job: Job | None = None
+    refused: str = ""
+
+
+# The header the pending report's poll sends: the job it follows (the poll starts none).
+FOLLOW_HEADER = "X-Report-Job"
+
+
 def _form_and_report(
     request: HttpRequest, study: Study
-) -> tuple[ReportFilterForm, StudyReport | None]:
+) -> tuple[ReportFilterForm, StudyReport | None, Pending | None]:
     """The report for the requested subset, or None when the request names a filter or
-    parameter that is not valid: never the whole study's numbers under a filter it asked for."""
+    parameter that is not valid: never the whole study's numbers under a filter it asked for.
+    More resamples than the default, not cached: no report, and the job computing it (started
+    now, or the same one again; the one the poll's header names, whose page is its owner's)."""
     form = ReportFilterForm(
         request.GET or None,
         choices=filter_choices(study=study),
         published_reading=has_published_reading(study=study),
     )
     if form.is_bound and not form.is_valid():
-        return form, None
-    return form, study_report(study=study, filters=form.filters(), params=form.params())
+        return form, None, None
+    filters, params = form.filters(), form.params()
+    if not report_needs_job(params=params):
+        return form, study_report(study=study, filters=filters, params=params), None
+    report = study_report_cached(study=study, filters=filters, params=params)
+    if report is not None:
+        return form, report, None
+    followed = request.headers.get(FOLLOW_HEADER)
+    if followed:
+        return form, None, Pending(job=job_get_for_user(user=request.user, job_id=followed))
+    try:
+        job, _ = report_job_start(owner=request.user, study=study, filters=filters, params=params)
+    except JobRefused as exc:
+        return form, None, Pending(refused=str(exc))
+    return form, None, Pending(job=job)
 
 
 def _filter_errors(form: ReportFilterForm) -> list[str]:
@@ -385,7 +422,9 @@ def study_list(request: HttpRequest) -> HttpResponse:
 @role_required(RESEARCHER)
 def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
     study = _study(request, study_id)
-    form, report = _form_and_report(request, study)
+    form, report, pending = _form_and_report(request, study)
+    if pending is not None:
+        return _pending(request, study, form, pending)
     if report is None:
         context = {"study": study, "form": form, "filter_errors": _filter_errors(form)}
         template = "analysis/_filter_error.html" if request.htmx else "analysis/dashboard.html"
@@ -430,6 +469,31 @@ def dashboard(request: HtmxHttpRequest, study_id: int) -> HttpResponse:
     return render(request, template, context)
 
 
+def _pending(
+    request: HtmxHttpRequest, study: Study, form: ReportFilterForm, pending: Pending
+) -> HttpResponse:
+    """The page while a background job computes the report (202): the job's progress, polled
+    until it ends; the poll answers the report itself once it is in the cache."""
+    default = QueryDict(mutable=True)
+    default.update(request.GET)
+    default["bootstrap"] = str(INLINE_BOOTSTRAP)
+    job = pending.job
+    context = {
+        "study": study,
+        "form": form,
+        "pending": pending,
+        "job": job,
+        "poll": job is not None and job.is_active,
+        "follow_header": FOLLOW_HEADER,
+        "query": request.GET.urlencode(),
+        "default_query": default.urlencode(),
+        "n_boot": form.params().n_boot,
+        "inline_bootstrap": INLINE_BOOTSTRAP,
+    }
+    template = "analysis/_report_pending.html" if request.htmx else "analysis/dashboard.html"
+    return render(request, template, context, status=429 if pending.refused else 202)
+
+
 def _alt_rows(table: pd.DataFrame) -> list[dict[str, object]]:
     """The alt-test rows for the page: a figure the test could not give is left out (the
     row's note says why), never shown as a number or a verdict."""
@@ -457,7 +521,16 @@ def table_csv(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
     study = _study(request, study_id)
     if name not in TABLES:
         return HttpResponse(status=404)
-    form, report = _form_and_report(request, study)
+    form, report, pending = _form_and_report(request, study)
+    if pending is not None:
+        # The tables come with the job's result (a zip of these CSVs).
+        if pending.job is not None:
+            return redirect("analysis:job", job_id=pending.job.pk)
+        return HttpResponse(
+            f"Not exported: {pending.refused}\n",
+            status=429,
+            content_type="text/plain; charset=utf-8",
+        )
     if report is None:
         return HttpResponse(
             "Not exported: " + "; ".join(_filter_errors(form)) + "\n",

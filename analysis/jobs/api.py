@@ -10,7 +10,6 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet
 from django.http import FileResponse
-from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
@@ -28,6 +27,7 @@ from analysis.api_selectors import study_or_none
 from analysis.downloads import zip_attachment
 from analysis.jobs.kinds import release_params
 from analysis.jobs.selectors import job_get_for_user, jobs_of
+from analysis.jobs.serializers import JobSerializer
 from analysis.jobs.services import (
     JobRefused,
     job_cancel,
@@ -37,44 +37,6 @@ from analysis.jobs.services import (
 )
 from analysis.models import ExportLog, Job
 from annotation.membership import studies_for
-
-
-class JobSerializer(serializers.ModelSerializer[Job]):
-    download = serializers.SerializerMethodField(
-        help_text="the result's URL while it can be downloaded, else null"
-    )
-    url = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Job
-        fields = [
-            "id",
-            "url",
-            "kind",
-            "state",
-            "fraction",
-            "message",
-            "study",
-            "error",
-            "result",
-            "download",
-            "created_at",
-            "started_at",
-            "finished_at",
-            "expires_at",
-        ]
-
-    def _absolute(self, path: str) -> str:
-        request = self.context.get("request")
-        return request.build_absolute_uri(path) if request is not None else path
-
-    def get_url(self, job: Job) -> str:
-        return self._absolute(reverse("job-detail", args=[job.pk]))
-
-    def get_download(self, job: Job) -> str | None:
-        if not job.can_download:
-            return None
-        return self._absolute(reverse("job-download", args=[job.pk]))
 
 
 class JsonInteger(serializers.IntegerField):
@@ -100,10 +62,11 @@ class ReleaseStartSerializer(serializers.Serializer[dict[str, Any]]):
     include_text = JsonBoolean(default=True, help_text="with the response texts")
 
 
-@extend_schema_field(OpenApiTypes.BINARY)
+@extend_schema_field({"type": "string", "format": "binary", "minLength": 1})
 class UploadField(serializers.FileField):
     """A file part of a multipart request: the schema says binary (drf-spectacular would say a
-    URI, which is what a FileField answers with, not what it takes)."""
+    URI, which is what a FileField answers with, not what it takes), and not empty (an empty
+    file is refused with 400, as Django's file field refuses it)."""
 
 
 class KappaF1StartSerializer(serializers.Serializer[dict[str, Any]]):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import tempfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
@@ -21,7 +23,9 @@ from analysis.distortions.evaluation import kappa_f1_report
 from analysis.distortions.predictions_csv import read_predictions_csv
 from analysis.models import ExportLog, Job
 from analysis.release import release_version, release_zip
+from analysis.selectors import Filters, ReportParams, StudyReport, study_report, study_version
 from analysis.services import export_log_create, export_log_finish
+from annotation.csvsafe import frame_csv
 from annotation.models import Study
 
 Progress = Callable[..., None]
@@ -113,7 +117,80 @@ def kappa_f1_run(job: Job, progress: Progress) -> Outcome:
     return Outcome(result=result)
 
 
+# --- the dashboard's report with more bootstrap resamples than the default -------------------
+
+
+def report_params(*, study: Study, filters: Filters, params: ReportParams) -> dict[str, Any]:
+    """The report's subset and parameters, with the study's data version (as `study_report`'s
+    cache key has them): the same report asked for again is the same job until the study
+    changes."""
+    return {
+        "study": study.pk,
+        "filters": dataclasses.asdict(filters),
+        "report": dataclasses.asdict(params),
+        "version": study_version(study=study),
+    }
+
+
+def report_inputs(params: dict[str, Any]) -> tuple[Filters, ReportParams]:
+    """The Filters and ReportParams a report job's parameters hold."""
+    filters = dict(params["filters"])
+    if filters.get("judges") is not None:
+        filters["judges"] = tuple(filters["judges"])
+    return Filters(**filters), ReportParams(**params["report"])
+
+
+def _reliability_summary(report: StudyReport) -> list[dict[str, Any]]:
+    keep = ("judge", "attribute", "n_models", "icc_c1", "ci_low", "ci_high", "verdict")
+    return [
+        {k: _number(v) if isinstance(v, float) else v for k, v in row.items() if k in keep}
+        for row in report.reliability.to_dict("records")
+    ]
+
+
+def report_run(job: Job, progress: Progress) -> Outcome:
+    """Compute the report into the dashboard's cache (the same function and key the dashboard
+    reads), and keep its tables as a zip of the CSVs the dashboard's links give."""
+    study = job.study
+    if study is None:
+        raise ValueError("The study of this report was deleted.")
+    filters, params = report_inputs(job.params)
+    report = study_report(study=study, filters=filters, params=params, progress=progress)
+    log = export_log_create(
+        user=job.owner,
+        study=study,
+        channel=job.params.get("channel", ExportLog.Channel.WEB),
+        what="report_tables",
+        params={"n_boot": params.n_boot, "seed": params.seed, "job": str(job.pk)},
+    )
+    archive = tempfile.TemporaryFile()
+    slug = slugify(study.name) or "study"
+    names = []
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in StudyReport.TABLES:
+            table = report.table(name)
+            if table is None:
+                continue
+            zf.writestr(f"{slug}-{name}.csv", frame_csv(table))
+            names.append(name)
+    archive.seek(0)
+    export_log_finish(log=log, rows=len(report.reliability))
+    return Outcome(
+        result={
+            "tables": names,
+            "n_boot": params.n_boot,
+            "seed": params.seed,
+            "n_scores": report.n_scores,
+            "version": report.version,
+            "reliability": _reliability_summary(report),
+        },
+        file=archive,
+        file_name=f"{slug}-report-{params.n_boot}-resamples.zip",
+    )
+
+
 RUNNERS: dict[str, Callable[[Job, Progress], Outcome]] = {
     Job.Kind.RELEASE: release_run,
     Job.Kind.KAPPA_F1: kappa_f1_run,
+    Job.Kind.REPORT: report_run,
 }

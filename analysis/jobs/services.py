@@ -26,8 +26,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from analysis.jobs.kinds import RUNNERS, JobCancelled, Outcome
-from analysis.models import Job
+from analysis.jobs.kinds import RUNNERS, JobCancelled, Outcome, report_params
+from analysis.models import ExportLog, Job
+from analysis.selectors import Filters, ReportParams
 from annotation.models import Study, Webhook
 from annotation.services.webhooks import webhook_emit
 
@@ -127,6 +128,44 @@ def kappa_f1_job_start(
         digest=job_digest(Job.Kind.KAPPA_F1, params, upload.chunks()),
         upload=upload,
         upload_name="predictions.csv",
+    )
+
+
+# The resamples a report may have and still be computed in the web request (the dashboard's
+# and the API's default); more go to a background job.
+INLINE_BOOTSTRAP = ReportParams().n_boot
+
+
+def report_needs_job(*, params: ReportParams) -> bool:
+    """Whether a report with these parameters is computed by a background job, never in the
+    request (when the cache does not have it): more bootstrap resamples than the default."""
+    return params.n_boot > INLINE_BOOTSTRAP
+
+
+def report_job_start(
+    *,
+    owner: AbstractBaseUser | AnonymousUser,
+    study: Study,
+    filters: Filters,
+    params: ReportParams,
+    channel: str = ExportLog.Channel.WEB,
+) -> tuple[Job, bool]:
+    """Start computing a report into the dashboard's cache, as job_start answers: the same
+    report asked for again (until the study changes) is the same job. A finished job whose
+    report has left the cache since (evicted, the cache cleared) no longer holds its result:
+    it is expired (its file goes at the next sweep) and a new job starts."""
+    values = report_params(study=study, filters=filters, params=params)
+    digest = job_digest(Job.Kind.REPORT, values)
+    # Called only on a cache miss, so a finished job of this digest lost its report.
+    Job.objects.filter(
+        owner_id=owner.pk, digest=digest, state=Job.State.DONE, expires_at__gt=timezone.now()
+    ).update(expires_at=timezone.now())
+    return job_start(
+        owner=owner,
+        kind=Job.Kind.REPORT,
+        params={**values, "channel": channel},
+        digest=digest,
+        study=study,
     )
 
 

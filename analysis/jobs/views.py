@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.core.files.storage import default_storage
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from analysis.downloads import zip_attachment
+from analysis.forms import BOOTSTRAP_CHOICES
 from analysis.jobs.selectors import job_get_for_user, jobs_of
 from analysis.jobs.services import job_cancel
 from analysis.models import Job
@@ -52,6 +54,30 @@ def kappa_f1_numbers(result: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def report_dashboard_url(job: Job) -> str | None:
+    """The dashboard address that shows a report job's report (from the cache once the job is
+    done), or None when the dashboard cannot ask for its parameters (an API job's resamples
+    the dashboard does not offer)."""
+    if job.study_id is None:
+        return None
+    filters, report = job.params.get("filters", {}), job.params.get("report", {})
+    n_boot = report.get("n_boot")
+    if n_boot not in dict(BOOTSTRAP_CHOICES) or report.get("two_stage"):
+        return None
+    query = QueryDict(mutable=True)
+    for name in ("condition", "source", "clinician"):
+        if filters.get(name):
+            query[name] = filters[name]
+    query.setlist("judge", list(filters.get("judges") or []))
+    if filters.get("clinician_ratings"):
+        query["clinician_ratings"] = filters["clinician_ratings"]
+    if report.get("as_published"):
+        query["as_published"] = "on"
+    query["bootstrap"] = str(n_boot)
+    query["seed"] = str(report.get("seed", 0))
+    return f"{reverse('analysis:dashboard', args=[job.study_id])}?{query.urlencode()}"
+
+
 def _context(job: Job) -> dict[str, Any]:
     context: dict[str, Any] = {"job": job, "poll": job.is_active, "poll_seconds": POLL_SECONDS}
     if job.kind == Job.Kind.KAPPA_F1 and job.state == Job.State.DONE and job.result:
@@ -59,6 +85,13 @@ def _context(job: Job) -> dict[str, Any]:
         context["proportions"] = [
             (name, _number(value)) for name, value in job.result["proportions"].items()
         ]
+    if job.kind == Job.Kind.REPORT:
+        context["dashboard_url"] = report_dashboard_url(job)
+        if job.state == Job.State.DONE and job.result:
+            context["reliability"] = [
+                {**row, **{k: _number(row.get(k)) for k in ("icc_c1", "ci_low", "ci_high")}}
+                for row in job.result.get("reliability", [])
+            ]
     return context
 
 

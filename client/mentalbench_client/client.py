@@ -191,11 +191,28 @@ class Client:
         """Ratings as the JSON list gives them (every page), e.g. ``study=3, rater="C01"``."""
         return list(self._pages("ratings/", filters))
 
-    def report(self, study_id: int, table: str = "reliability", **params: Any) -> pd.DataFrame:
+    def report(
+        self,
+        study_id: int,
+        table: str = "reliability",
+        *,
+        timeout: float | None = None,
+        progress: Callable[[Job], None] | None = None,
+        **params: Any,
+    ) -> pd.DataFrame:
         """A report table (reliability, answer, alt_test, …) as a DataFrame; parameters as the
-        API takes them (``bootstrap=``, ``judge=[…]``, ``condition=``…)."""
-        body = self._json("GET", f"studies/{study_id}/reports/{table}/", params=params)
-        return pd.DataFrame(body["rows"])
+        API takes them (``bootstrap=``, ``judge=[…]``, ``condition=``…). More bootstrap
+        resamples than the default, not computed yet: the server answers 202 with the job that
+        computes it; this waits for the job (``timeout``, ``progress`` as `wait` takes them) and
+        asks again."""
+        path = f"studies/{study_id}/reports/{table}/"
+        for _ in range(3):
+            response = self._request("GET", path, params=params)
+            body = response.json()
+            if response.status_code != 202:
+                return pd.DataFrame(body["rows"])
+            self.wait(body["job"]["id"], timeout=timeout, progress=progress)
+        raise TimeoutError(f"the report of study {study_id} was still not ready after its job")
 
     def judge_assisted(self, study_id: int, judges: Sequence[str], **params: Any) -> dict[str, Any]:
         """Judge-assisted estimates (docs/judge-assisted.md) for these judges, as the API's

@@ -255,6 +255,8 @@ def test_what_the_schema_promises_is_what_the_server_holds(db):
     for (path, _), operation in operations.items():
         statuses = set(operation["responses"])
         expected = {"200", "400", "401", "403", "414", "429"} | ({"404"} if "{" in path else set())
+        if path == "/api/studies/{id}/reports/{table}/":
+            expected.add("202")  # more resamples than the default: the job computing them
         assert statuses == expected, path
         assert operation["responses"]["400"]["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/ParameterErrors"
@@ -286,6 +288,11 @@ def test_what_the_schema_promises_is_what_the_server_holds(db):
         for p in operations["/api/studies/{id}/reports/{table}/", "get"]["parameters"]
     }
     assert (report["bootstrap"]["minimum"], report["bootstrap"]["maximum"]) == (1, 20_000)
+    pending = operations["/api/studies/{id}/reports/{table}/", "get"]["responses"]["202"]
+    pending_ref = pending["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    pending_body = schema["components"]["schemas"][pending_ref]["properties"]
+    assert set(pending_body) == {"detail", "job"}
+    assert pending_body["job"]["$ref"].endswith("/Job")
     assert report["judge"]["type"] == "array" and report["judge"]["maxItems"] == 20
     assisted = {
         p["name"]: p for p in operations["/api/studies/{id}/judge-assisted/", "get"]["parameters"]

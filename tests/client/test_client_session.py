@@ -21,7 +21,7 @@ def session(live_server, researcher) -> Client:
     return Client(live_server.url, token=token, timeout=30)
 
 
-def test_a_researchers_session(session, celery_worker_factory, tmp_path):
+def test_a_researchers_session(session, celery_worker_factory, tmp_path, settings):
     small = small_study_make()
     celery_worker_factory()
 
@@ -50,6 +50,26 @@ def test_a_researchers_session(session, celery_worker_factory, tmp_path):
     assert again.id == seen[-1].id and again.state == "done"
     assert [j.id for j in session.jobs()] == [again.id]
     assert JobRow.objects.count() == 1
+
+    # More resamples than the default: the server leaves them to a job, the client waits for it
+    # and reads the report the job put in the cache. The test's worker has a Redis database of
+    # its own (tests/celery_workers.py); the server reads the cache there, as a deployment's web
+    # and workers share one.
+    from tests.celery_workers import WORKER_REDIS_URL
+
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": WORKER_REDIS_URL,
+        }
+    }
+    heard: list[Job] = []
+    more = session.report(
+        study.id, "reliability", bootstrap=2000, timeout=120, progress=heard.append
+    )
+    assert {"judge", "attribute", "icc_c1"} <= set(more.columns)
+    assert heard[-1].kind == "report" and heard[-1].state == "done"
+    assert JobRow.objects.filter(kind="report").count() == 1
 
 
 def test_kappa_f1_through_the_client_and_errors_as_api_errors(
