@@ -67,12 +67,11 @@ def index(request: HttpRequest) -> HttpResponse:
 @require_GET
 @role_required(ADJUDICATOR, RESEARCHER)  # RESEARCHER: the gate a study's lead passes
 def queue(request: HttpRequest, study_id: int) -> HttpResponse:
-    study = study_for(
-        user=request.user,
-        study_id=study_id,
-        roles=(ADJUDICATOR_ROLE, LEAD),
-        queryset=Study.objects.filter(kind=Study.Kind.RESPONSE_RATING),
-    )
+    study = study_for(user=request.user, study_id=study_id, roles=(ADJUDICATOR_ROLE, LEAD))
+    if study.kind == Study.Kind.DISTORTION_LABELLING:
+        # A labelling study's queue is of messages (label_adjudication_views), which decides
+        # who may read it.
+        return redirect("annotation:adjudicate_labels_queue", study_id=study.pk)
     rows = adjudication_queue(study=study)
     escalations = escalations_for_queue(study=study)
     return render(

@@ -187,6 +187,9 @@ def test_the_studys_adjudicator_and_admins_open_the_pages(ranked, client):
             assert client.get(url).status_code == 200, url
         index = client.get("/adjudicate/").content.decode()
         assert f'href="/adjudicate/{study.pk}/labels/"' in index
+        # The study's queue address leads to its label queue (it answered 404).
+        answer = client.get(f"/adjudicate/{study.pk}/")
+        assert (answer.status_code, answer["Location"]) == (302, f"/adjudicate/{study.pk}/labels/")
     # A message that is not this study's real work: practice, or another study's.
     elsewhere = distortion_study_make(messages=["x"])
     for conversation in (ranked["m"]["m5"], Conversation.objects.get(study=elsewhere)):
