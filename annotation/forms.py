@@ -73,15 +73,12 @@ class ScoreSaveForm(forms.Form):
         return data
 
 
-class AdjudicationSaveForm(forms.Form):
-    """One attribute's adjudication, as the adjudication page posts it (autosave or the form's
-    own button). The score's range is the attribute's scale, which the service checks."""
+class AdjudicationReasonForm(forms.Form):
+    """An adjudication's reason, a code (Adjudication.Reason, or none yet) and words: the same
+    on the score and the label adjudication pages."""
 
-    attribute = forms.IntegerField(min_value=1)
-    score = forms.IntegerField(error_messages={"required": "choose a final score"})
     reason = forms.CharField(required=False, max_length=32)
     reason_text = forms.CharField(required=False, max_length=2000)
-    rubric_needs_change = forms.BooleanField(required=False)
 
     def clean_reason(self) -> str:
         reason = self.cleaned_data["reason"]
@@ -90,6 +87,15 @@ class AdjudicationSaveForm(forms.Form):
                 f"unknown reason {reason!r}; choose one of " + ", ".join(Adjudication.Reason.values)
             )
         return reason
+
+
+class AdjudicationSaveForm(AdjudicationReasonForm):
+    """One attribute's adjudication, as the adjudication page posts it (autosave or the form's
+    own button). The score's range is the attribute's scale, which the service checks."""
+
+    attribute = forms.IntegerField(min_value=1)
+    score = forms.IntegerField(error_messages={"required": "choose a final score"})
+    rubric_needs_change = forms.BooleanField(required=False)
 
 
 class UnsafeForm(forms.Form):
@@ -133,6 +139,12 @@ class LabelSaveForm(forms.Form):
             posted = cast(QueryDict, self.data)  # request.POST
             data["labels"] = [x for x in posted.getlist("labels") if x][:100]
         return data
+
+
+class LabelAdjudicationForm(LabelSaveForm, AdjudicationReasonForm):
+    """The label adjudication page's post (autosave or its own button): the labels as the
+    labelling page posts them (ranked: dominant, secondary; multi: labels), a reason code and
+    words. The labels' rules are the service's (labels_check)."""
 
 
 class FlagForm(forms.Form):

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from .adjudication_views import save_state
-from .forms import LabelSaveForm
+from .forms import LabelAdjudicationForm
 from .label_adjudication_selectors import label_adjudication_page, label_adjudication_queue
 from .membership import ADJUDICATOR as ADJUDICATOR_ROLE
 from .membership import study_for
@@ -27,23 +26,6 @@ if TYPE_CHECKING:
 
     class HtmxHttpRequest(HttpRequest):
         htmx: HtmxDetails
-
-
-class LabelAdjudicationForm(LabelSaveForm):
-    """The page's post (autosave or its own button): the labels as the labelling page posts
-    them (ranked: dominant, secondary; multi: labels), a reason code and words. The labels'
-    rules are the service's (labels_check)."""
-
-    reason = forms.CharField(required=False, max_length=32)
-    reason_text = forms.CharField(required=False, max_length=2000)
-
-    def clean_reason(self) -> str:
-        reason = self.cleaned_data["reason"]
-        if reason and reason not in Adjudication.Reason.values:
-            raise forms.ValidationError(
-                f"unknown reason {reason!r}; choose one of " + ", ".join(Adjudication.Reason.values)
-            )
-        return reason
 
 
 def _study(request: HttpRequest, study_id: int) -> Study:
