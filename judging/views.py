@@ -252,7 +252,7 @@ def run_estimate(request: HttpRequest, kind: str) -> HttpResponse:
         else:
             context["estimate"] = costs.estimate_display(estimate) if estimate else None
     else:
-        context["missing"] = "Choose a study and an endpoint to see what the run would cost."
+        context["missing"] = _estimate_missing(form)
     return _part(
         request,
         "judging/_estimate.html",
@@ -260,6 +260,19 @@ def run_estimate(request: HttpRequest, kind: str) -> HttpResponse:
         title="What the run would cost",
         back=(reverse("judging:runs"), "All runs"),
     )
+
+
+def _estimate_missing(form: forms.Form) -> str:
+    """What the launch form still lacks for an estimate, in its own words: the study and the
+    endpoint first; once both are chosen, the field that is wrong (a sample without a size, a
+    number out of range), so a half-typed field never reads as a missing study."""
+    if not (form.data.get("study") and form.data.get("endpoint")):
+        return "Choose a study and an endpoint to see what the run would cost."
+    problems = [
+        f"{form[name].label}: {' '.join(errors)}" if name in form.fields else " ".join(errors)
+        for name, errors in form.errors.items()
+    ]
+    return "To see what the run would cost: " + " ".join(problems)
 
 
 def _part(

@@ -439,6 +439,13 @@ def test_the_launch_form_estimates_as_it_is_filled_and_launches_in_one_step(
     assert not Run.objects.exists() and not Rater.objects.filter(name=endpoint.name).exists()
     half = client.get(reverse("judging:run_estimate", args=["judge"]), {"mode": "batch"})
     assert "Choose a study and an endpoint" in half.content.decode()
+    # Study and endpoint chosen, a sample without its size yet (typed, not left): the estimate
+    # names the field, not a study that is there.
+    unsized = client.get(
+        reverse("judging:run_estimate", args=["judge"]), {**data, "subset": "sample"}
+    ).content.decode()
+    assert "Sample size: A sample needs a size." in unsized
+    assert "Choose a study" not in unsized
     with django_capture_on_commit_callbacks(execute=False):
         answer = client.post(reverse("judging:judge_new"), data)
     run = Run.objects.get()
