@@ -18,11 +18,18 @@ def lower_priority(**_: object) -> None:
     settings.WORKER_NICE, so that on cores shared with gunicorn the web's requests run first
     and a release or a κ_F1 job takes the time they leave. Lowering needs no privilege; a
     process can never raise it again, which is why the worker's main process (the one talking
-    to the broker) keeps its own."""
+    to the broker) keeps its own.
+
+    With settings.WORKER_IDLE_SCHEDULING (Linux) the process also moves to the SCHED_IDLE
+    policy: a nice value only shrinks a process's share, and a waking web worker may still wait
+    a scheduler slice for the core a job holds; an idle-policy process is preempted at once and
+    runs only on time no normal process wants. That waiting is what an autosave's p95 measures."""
     from django.conf import settings
 
     if settings.WORKER_NICE:
         os.nice(settings.WORKER_NICE)
+    if settings.WORKER_IDLE_SCHEDULING and hasattr(os, "SCHED_IDLE"):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 @app.on_after_configure.connect

@@ -415,6 +415,9 @@ else:
 WORKER_NICE = envint("WORKER_NICE", 10)
 if not 0 <= WORKER_NICE <= 19:
     raise ImproperlyConfigured(f"WORKER_NICE must be from 0 to 19, got {WORKER_NICE}")
+# ...and, on Linux, run at the idle scheduling policy (SCHED_IDLE, no privilege needed): they
+# get a core only when no web worker or database process wants it (mentalbench/celery.py).
+WORKER_IDLE_SCHEDULING = envbool("WORKER_IDLE_SCHEDULING", True)
 
 # Background jobs (docs/jobs.md): how many one person may have queued or running at once, how
 # long a finished job's result is kept, how long one may run, and how long a running job may go

@@ -363,6 +363,10 @@ def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable
         "JUDGING_SWEEP_SECONDS": "1",
         "DB_CONN_MAX_AGE": "0",
         "PYTHONUNBUFFERED": "1",
+        # Deployed, the pool runs at the idle scheduling policy: it waits for every normal
+        # process. Here the normal processes are the other tests' CPU-bound work, and a test's
+        # timeouts would depend on its neighbours; the one test of the policy asks for it.
+        "WORKER_IDLE_SCHEDULING": "0",
     }
     saved = app.conf.broker_url
     app.conf.broker_url = WORKER_REDIS_URL
@@ -371,11 +375,17 @@ def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable
     workers: list[Worker] = []
 
     def start(
-        log_name: str = "worker.log", *, concurrency: int = 2, beat: bool = False, queues: str = ""
+        log_name: str = "worker.log",
+        *,
+        concurrency: int = 2,
+        beat: bool = False,
+        queues: str = "",
+        idle_scheduling: bool = False,
     ) -> Worker:
         """A worker (of every queue unless `queues` names some), or beat."""
+        worker_env = {**env, "WORKER_IDLE_SCHEDULING": "1" if idle_scheduling else "0"}
         worker = Worker(
-            env, tmp_path / log_name, concurrency=concurrency, beat=beat, queues=queues
+            worker_env, tmp_path / log_name, concurrency=concurrency, beat=beat, queues=queues
         ).start()
         workers.append(worker)
         return worker

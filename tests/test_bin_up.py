@@ -307,6 +307,9 @@ def embedded_bin_up(tmp_path: Path):
         "WEB_WORKERS": "1",
         "WEB_THREADS": "4",
         "PYTHONPATH": str(copy),
+        # The workers' idle scheduling policy would let the neighbouring tests' CPU-bound work
+        # decide this test's deadlines (tests/conftest.py's workers say the same).
+        "WORKER_IDLE_SCHEDULING": "0",
     }
     log = (tmp_path / "bin-up.log").open("wb")
     process = subprocess.Popen(

@@ -152,11 +152,12 @@ def _niceness(pid: int) -> int:
 
 
 def test_the_processes_that_run_jobs_yield_the_cpu_to_the_web(celery_worker_factory):
-    """A job's computation runs below the web server's CPU priority (settings.WORKER_NICE),
-    the worker's main process (the broker's side) at its own."""
+    """A job's computation runs below the web server's CPU priority (settings.WORKER_NICE)
+    and at the idle scheduling policy (settings.WORKER_IDLE_SCHEDULING), the worker's main
+    process (the broker's side) at its own."""
     from django.conf import settings
 
-    worker = celery_worker_factory(concurrency=2)
+    worker = celery_worker_factory(concurrency=2, idle_scheduling=True)
     assert worker.process is not None
     main = worker.process.pid
     children = Path(f"/proc/{main}/task/{main}/children")
@@ -168,3 +169,7 @@ def test_the_processes_that_run_jobs_yield_the_cpu_to_the_web(celery_worker_fact
         what=f"the pool's processes at nice {expected}",
     )
     assert settings.WORKER_NICE == 10 and _niceness(main) == _niceness(os.getpid())
+    pool = [int(pid) for pid in children.read_text().split()]
+    assert settings.WORKER_IDLE_SCHEDULING is True
+    assert [os.sched_getscheduler(pid) for pid in pool] == [os.SCHED_IDLE] * 2
+    assert os.sched_getscheduler(main) == os.sched_getscheduler(os.getpid())
