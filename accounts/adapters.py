@@ -17,9 +17,8 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.shortcuts import render
 
-from annotation.services.rating import username_clean
-
 from .selectors import email_in_use, signed_in_recently, user_has_totp
+from .users import username_clean
 
 
 class AccountAdapter(DefaultAccountAdapter):

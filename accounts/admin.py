@@ -5,9 +5,9 @@ from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 
 from annotation.admin import ViewOnlyAdmin
-from annotation.services.rating import username_clean
 
 from .models import ErasureRecord, SignInEvent, StudyPurgeRecord, TokenName, TotpCodeUse
+from .users import username_clean
 
 
 @admin.register(ErasureRecord)

@@ -19,7 +19,7 @@ def api_tokens_live(*, user) -> QuerySet[AuthToken]:
 
 def two_factor_required(user) -> bool:
     """Staff, superusers and the *admin* group must sign in with a second factor."""
-    from annotation.roles import is_admin
+    from .roles import is_admin
 
     return bool(user.is_staff or user.is_superuser or is_admin(user))
 

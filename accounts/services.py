@@ -14,9 +14,8 @@ from django.db.models import ProtectedError, Q
 from django.utils import timezone
 from knox.models import AuthToken
 
-from annotation.roles import can_read_analysis
-
 from .models import ErasureRecord, SignInEvent, StudyPurgeRecord, TokenName, TotpCodeUse
+from .roles import can_read_analysis, user_can_manage
 from .selectors import api_tokens_live, two_factor_required, two_factor_used, user_has_totp
 
 
@@ -176,7 +175,6 @@ def person_erase(*, user_id: int, actor=None, reason: str = "") -> ErasureRecord
     from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 
     from annotation.models import MailPreference, MailSent, Rater
-    from annotation.roles import user_can_manage
 
     User = get_user_model()
     user = User.objects.select_for_update().filter(pk=user_id).first()

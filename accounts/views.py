@@ -19,9 +19,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.roles import ADMIN, RESEARCHER, AuthenticatedHttpRequest, role_required
-
 from .forms import TokenCreateForm
+from .roles import ADMIN, RESEARCHER, AuthenticatedHttpRequest, role_required
 from .selectors import (
     SIGNIN_LOG_SHOWN,
     api_tokens_live,

@@ -39,6 +39,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
+from accounts.roles import can_read_analysis
 from analysis.api_contract import ContractMixin
 from analysis.api_params import (
     MAX_ID,
@@ -75,7 +76,6 @@ from annotation.adjudication_selectors import attribute_thresholds_by_name
 from annotation.csvsafe import csv_attachment
 from annotation.membership import studies_for
 from annotation.models import LabelAnnotation, Rating, Study
-from annotation.roles import can_read_analysis
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -26,9 +26,9 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from accounts.roles import is_admin
 from analysis.models import RaterCode
 from annotation.models import Assignment, LabelAnnotation, Rater, Rating, Study
-from annotation.roles import is_admin
 
 IDENTITIES_PERMISSION = "analysis.view_clinician_identities"
 IDENTIFIED_REFUSED = (

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.roles import RESEARCHER, role_required
 from analysis.datasheet import datasheet_blocks
 from analysis.jobs.kinds import release_params
 from analysis.jobs.services import JobRefused, job_digest, job_start
@@ -16,7 +17,6 @@ from analysis.models import ExportLog, Job
 from analysis.release import release_datasheet_preview
 from annotation.membership import study_for
 from annotation.models import Study
-from annotation.roles import RESEARCHER, role_required
 
 
 def _study(request: HttpRequest, study_id: int) -> Study:

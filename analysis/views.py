@@ -20,6 +20,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
+from accounts.roles import ADMIN, RESEARCHER, holds_study_role, role_required
 from analysis import charts
 from analysis.distortion_selectors import consensus_export_rows, distortion_report
 from analysis.downloads import rows_download, table_download
@@ -49,7 +50,6 @@ from annotation.csvsafe import csv_attachment
 from annotation.escalation_selectors import escalations_open_count
 from annotation.membership import led_study_ids, studies_for, study_for
 from annotation.models import Study
-from annotation.roles import ADMIN, RESEARCHER, holds_study_role, role_required
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails

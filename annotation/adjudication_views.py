@@ -14,6 +14,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.roles import ADJUDICATOR, RESEARCHER, role_required
+
 from .adjudication_selectors import adjudication_page, adjudication_queue
 from .escalation_selectors import (
     escalation_next_open,
@@ -24,7 +26,6 @@ from .forms import AdjudicationSaveForm, EscalationDecisionForm
 from .membership import ADJUDICATOR as ADJUDICATOR_ROLE
 from .membership import LEAD, studies_for, study_for
 from .models import Adjudication, Escalation, Study
-from .roles import ADJUDICATOR, RESEARCHER, role_required
 from .services.adjudication import AdjudicationRefused, adjudication_save
 from .services.escalation import EscalationRefused, escalation_decide
 

@@ -12,6 +12,8 @@ from django.contrib.auth.models import User
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from accounts.roles import manageable_users
+
 from .models import (
     Assignment,
     LabelChange,
@@ -22,7 +24,6 @@ from .models import (
     Webhook,
     WebhookDelivery,
 )
-from .roles import manageable_users
 from .selectors import NOT_COUNTED, label_changes, rating_changes
 from .topup import TopUpSummary, topup_summary
 

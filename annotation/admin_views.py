@@ -15,6 +15,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_POST
 
+from accounts.roles import ADMIN, AuthenticatedHttpRequest, role_required
+from accounts.tokens import password_token_generator
+from accounts.users import user_password_token_issue
+
 from .admin_selectors import (
     LABEL_CHANGE_HEADER,
     RATING_CHANGE_HEADER,
@@ -37,7 +41,6 @@ from .csvsafe import csv_attachment, csv_text
 from .escalation_selectors import escalations_open_count
 from .forms import AssignForm, AuditFilterForm, ClinicianSampleForm, InviteForm, RaterChoiceForm
 from .models import Study
-from .roles import ADMIN, AuthenticatedHttpRequest, role_required
 from .selectors import (
     assignments_for_admin,
     clinician_progress,
@@ -48,11 +51,9 @@ from .services import (
     assignment_reclaim,
     assignments_create,
     clinician_invite,
-    user_password_token_issue,
 )
 from .services.sampling import clinician_sample_draw
 from .team_selectors import team_progress
-from .tokens import password_token_generator
 from .topup import topup_summary
 
 ASSIGNMENTS_SHOWN = 500

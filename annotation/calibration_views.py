@@ -12,6 +12,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from accounts.roles import ADMIN, CLINICIAN, AuthenticatedHttpRequest, role_required
+
 from .admin_views import study_from_request
 from .calibration_forms import (
     CalibrationSettingsForm,
@@ -27,7 +29,6 @@ from .calibration_selectors import (
     time_on_task_rows,
 )
 from .models import Assignment, Study
-from .roles import ADMIN, CLINICIAN, AuthenticatedHttpRequest, role_required
 from .selectors import assignment_get_for_user
 from .topup import topup_assign, topup_summary
 from .training import (

@@ -12,13 +12,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from accounts.roles import ADJUDICATOR, role_required
+
 from .adjudication_views import save_state
 from .forms import LabelAdjudicationForm
 from .label_adjudication_selectors import label_adjudication_page, label_adjudication_queue
 from .membership import ADJUDICATOR as ADJUDICATOR_ROLE
 from .membership import study_for
 from .models import Adjudication, Study
-from .roles import ADJUDICATOR, role_required
 from .services.label_adjudication import LabelAdjudicationRefused, label_adjudication_save
 
 if TYPE_CHECKING:

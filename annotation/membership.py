@@ -19,9 +19,10 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404
 
+from accounts.roles import ADMIN, RESEARCHER, platform_roles_of, roles_forget
+from accounts.usernames import username_normalised
+
 from .models import Study, StudyMember
-from .roles import ADMIN, RESEARCHER, platform_roles_of, roles_forget
-from .usernames import username_normalised
 
 LEAD = StudyMember.Role.LEAD
 CLINICIAN = StudyMember.Role.CLINICIAN

@@ -13,6 +13,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.roles import AuthenticatedHttpRequest, is_admin
+
 from .escalation_selectors import escalations_open_count
 from .forms import MemberAddForm, MemberInviteForm, ThresholdsForm
 from .membership import (
@@ -23,7 +25,6 @@ from .membership import (
     study_led_for,
 )
 from .models import Study, StudyMember
-from .roles import AuthenticatedHttpRequest, is_admin
 from .services import clinician_invite
 from .services.adjudication import AdjudicationRefused, adjudication_thresholds_set
 from .team_selectors import team_members, team_progress

@@ -9,6 +9,8 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
+from accounts.roles import ADMIN, CLINICIAN, AuthenticatedHttpRequest, role_required
+
 from .calibration import calibration_after_submit
 from .feedback_selectors import adjudication_feedback, adjudication_feedback_any
 from .forms import (
@@ -24,7 +26,6 @@ from .importers.limits import ImportLimits
 from .importers.mentalalign import read_workbook
 from .importers.mentalbench import read_conversations
 from .models import Assignment, ClinicianCredentials, ConsentRecord, Rater, Study
-from .roles import ADMIN, CLINICIAN, AuthenticatedHttpRequest, role_required
 from .selectors import (
     assignment_get_for_user,
     assignments_for_user,

@@ -8,10 +8,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from accounts.roles import ADMIN, role_required
+
 from .admin_selectors import webhook_deliveries, webhooks_listed
 from .forms import WebhookForm
 from .models import Webhook
-from .roles import ADMIN, role_required
 from .services.webhooks import webhook_create, webhook_delete, webhook_set_enabled
 
 

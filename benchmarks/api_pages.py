@@ -52,9 +52,9 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from knox.models import AuthToken
 
+    from accounts.roles import RESEARCHER, role_add
     from analysis.api_params import MAX_LIMIT
     from annotation.models import Rating, Study
-    from annotation.roles import RESEARCHER, role_add
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
 

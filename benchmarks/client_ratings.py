@@ -45,8 +45,8 @@ def main() -> None:
     from knox.models import AuthToken
     from mentalbench_client import Client
 
+    from accounts.roles import RESEARCHER, role_add
     from annotation.models import Study
-    from annotation.roles import RESEARCHER, role_add
 
     if not Study.objects.filter(name=paper_scale.STUDY).exists():
         start = time.perf_counter()

@@ -82,9 +82,9 @@ def _researcher_reads_both() -> None:
     baseline asks for; the demo keeps its researcher to its own study)."""
     from django.contrib.auth import get_user_model
 
+    from accounts.roles import RESEARCHER, role_add
     from annotation.membership import MEMBER_RESEARCHER, member_add
     from annotation.models import Study
-    from annotation.roles import RESEARCHER, role_add
 
     user = get_user_model().objects.get(username="researcher")
     member_add(study=Study.objects.get(name=STUDY), user=user, role=MEMBER_RESEARCHER)

@@ -41,8 +41,8 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
+    from accounts.roles import RESEARCHER, role_add
     from annotation.models import Study
-    from annotation.roles import RESEARCHER, role_add
 
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     study = Study.objects.get(name=args.study)

@@ -100,8 +100,8 @@ def seed(clinicians: int) -> list[tuple[str, str]]:
     from django.contrib.sessions.backends.db import SessionStore
     from django.core.management import call_command
 
+    from accounts.roles import CLINICIAN, role_add
     from annotation.models import Conversation, Rater, Responder, Response
-    from annotation.roles import CLINICIAN, role_add
     from annotation.services import assignments_create, study_get_or_create
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one log line per request otherwise
@@ -599,8 +599,8 @@ def researcher_session() -> tuple[str, int, int]:
     )
     from django.contrib.sessions.backends.db import SessionStore
 
+    from accounts.roles import RESEARCHER, role_add
     from annotation.models import Response, Study
-    from annotation.roles import RESEARCHER, role_add
 
     user = get_user_model().objects.create(username="bench-researcher")
     role_add(user=user, role=RESEARCHER)

@@ -19,9 +19,9 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from accounts.roles import ADMIN, role_required
 from annotation.csvsafe import csv_attachment, csv_text
 from annotation.models import Study
-from annotation.roles import ADMIN, role_required
 
 from . import selectors, services
 from .forms import EndpointForm, GenerationRunForm, JudgeRunForm, LabellingRunForm, PreviewForm

@@ -2,7 +2,7 @@
 
 from django.http import HttpRequest
 
-from annotation.roles import ADJUDICATOR, ADMIN, CLINICIAN, RESEARCHER, roles_of
+from accounts.roles import ADJUDICATOR, ADMIN, CLINICIAN, RESEARCHER, roles_of
 
 # (label, path, roles that see it); admins see every link, Django's admin only for staff (it
 # admits no one else).

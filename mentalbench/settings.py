@@ -705,7 +705,7 @@ ACCOUNT_PRESERVE_USERNAME_CASING = True
 ACCOUNT_RATE_LIMITS = {"login_failed": None, "login": None}
 # "Forgot password" and the admins' set-password links share one token: single-use (a new
 # password or a sign-in voids it), void once the account's rights change, and expiring.
-ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "annotation.tokens.PrivilegeBoundTokenGenerator"
+ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "accounts.tokens.PrivilegeBoundTokenGenerator"
 # "Forgot password" answers the same, in the same time, whether or not the address is known:
 # the request only hands the address to a Celery task (accounts.tasks), which looks the
 # account up and sends the link built from SITE_URL. No e-mail goes to an address no account

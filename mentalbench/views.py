@@ -9,7 +9,7 @@ from django.template import loader
 from django.templatetags.static import static
 from django.views import defaults
 
-from annotation.roles import ADJUDICATOR, CLINICIAN, RESEARCHER, has_role, is_admin
+from accounts.roles import ADJUDICATOR, CLINICIAN, RESEARCHER, has_role, is_admin
 
 
 @login_required

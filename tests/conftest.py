@@ -297,7 +297,7 @@ def _fresh_access_counters(request):
 @pytest.fixture
 def researcher(db, django_user_model):
     """A user in the researcher group (one definition for every test directory)."""
-    from annotation.roles import RESEARCHER, role_add
+    from accounts.roles import RESEARCHER, role_add
 
     user = django_user_model.objects.create_user("rhea", password="pw-rhea-long-enough")
     role_add(user=user, role=RESEARCHER)
@@ -308,7 +308,7 @@ def researcher(db, django_user_model):
 def admin_member(db, django_user_model):
     """A member of the *admin* group (not staff): the platform's study administrator, with the
     authenticator app the platform requires of admins."""
-    from annotation.roles import ADMIN, role_add
+    from accounts.roles import ADMIN, role_add
     from tests.second_factor import totp_enrol
 
     user = django_user_model.objects.create_user(username="adam", password="pw")

@@ -103,11 +103,11 @@ def distortion_study_make(
 
 
 def user_make(*, username: str, password: str = "", role: str = "", **extra: object) -> User:
-    """An account (password "pw-<username>" unless given) with `role` (annotation.roles), no
+    """An account (password "pw-<username>" unless given) with `role` (accounts.roles), no
     rater: what a page or a permission sees of a person."""
     from django.contrib.auth import get_user_model
 
-    from annotation.roles import role_add
+    from accounts.roles import role_add
 
     user = get_user_model().objects.create_user(
         username=username, password=password or "pw-" + username, **extra
@@ -119,8 +119,8 @@ def user_make(*, username: str, password: str = "", role: str = "", **extra: obj
 
 def clinician_make(*, username: str, password: str = "") -> Rater:
     """A clinician account (password "pw-<username>" unless given) and its rater."""
+    from accounts.roles import CLINICIAN
     from annotation.models import Rater
-    from annotation.roles import CLINICIAN
 
     user = user_make(username=username, password=password, role=CLINICIAN)
     return Rater.objects.create(kind=Rater.Kind.CLINICIAN, name=username, user=user)

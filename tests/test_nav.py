@@ -2,7 +2,7 @@
 
 import pytest
 
-from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
+from accounts.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
 
 
 def _nav(client, user, path):

@@ -225,7 +225,7 @@ def test_the_migration_keeps_everyone_s_access(two_studies):
 
     from django.apps import apps
 
-    from annotation.roles import ADMIN, RESEARCHER, role_add
+    from accounts.roles import ADMIN, RESEARCHER, role_add
 
     people, alpha, bravo = two_studies
     migration = importlib.import_module("annotation.migrations.0014_study_members")
@@ -250,8 +250,8 @@ def test_the_migration_keeps_everyone_s_access(two_studies):
 def test_a_platform_wide_researcher_reads_every_study_and_leads_none(two_studies):
     from django.http import Http404
 
+    from accounts.roles import RESEARCHER, role_add
     from annotation.membership import ADJUDICATOR, study_for
-    from annotation.roles import RESEARCHER, role_add
 
     people, alpha, bravo = two_studies
     reader = user_make(username="platform-reader")

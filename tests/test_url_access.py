@@ -25,7 +25,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.utils.encoding import force_bytes
 from django.utils.http import int_to_base36, urlsafe_base64_encode
 
-from annotation.tokens import password_token_generator
+from accounts.tokens import password_token_generator
 
 ROLES = ("anonymous", "clinician", "other", "researcher", "admin", "staff", "superuser")
 # A study's lead (a platform account with no role group, the lead of the fixture's study): walked
@@ -770,6 +770,7 @@ def world_build() -> dict:
     from django.contrib.auth import get_user_model
     from knox.models import AuthToken
 
+    from accounts.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
     from annotation.membership import CLINICIAN as CLINICIAN_MEMBER
     from annotation.membership import LEAD, MEMBER_RESEARCHER, member_add
     from annotation.models import (
@@ -784,7 +785,6 @@ def world_build() -> dict:
         Score,
         Study,
     )
-    from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
     from annotation.services import (
         assignments_create,
         label_annotation_save,

@@ -13,12 +13,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.roles import RESEARCHER, role_required
 from analysis.downloads import zip_attachment
 from analysis.forms import BOOTSTRAP_CHOICES
 from analysis.jobs.selectors import job_get_for_user, jobs_of
 from analysis.jobs.services import job_cancel
 from analysis.models import Job
-from annotation.roles import RESEARCHER, role_required
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails

@@ -21,6 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from accounts.roles import RESEARCHER, role_required
 from analysis import planner
 from analysis.judge_assisted.charts import forest_means, ranking_chart
 from analysis.judge_assisted.estimator import ADJACENT_COLUMNS, savings_summary
@@ -35,7 +36,6 @@ from analysis.judge_assisted.selectors import (
 from analysis.selectors import attribute_names, study_version
 from annotation.membership import study_for
 from annotation.models import Study
-from annotation.roles import RESEARCHER, role_required
 from annotation.selectors import clinician_sample_current
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
 Split along its seams; callers import the names below from `annotation.services` and anything
 else from the module that defines it:
 - `importing`: studies, rubrics, responders, raters and the imports that create them;
-- `rating`: the clinician rating workflow (assignments, autosave, submit, flag, reclaim);
+- `rating`: the clinician rating workflow (assignments, autosave, submit, flag, reclaim) and a
+  clinician's invitation (the account itself comes from `accounts.users`);
 - `labelling`: clinician distortion labelling;
 - `sampling`: drawing the clinicians' sample of a study.
 """
@@ -33,7 +34,6 @@ from .rating import (
     clinician_create,
     clinician_invite,
     rating_save,
-    user_password_token_issue,
 )
 
 __all__ = [
@@ -60,5 +60,4 @@ __all__ = [
     "responders_ensure",
     "rubric_get_or_create_default",
     "study_get_or_create",
-    "user_password_token_issue",
 ]

@@ -29,9 +29,10 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
+from accounts.tokens import password_token_generator
+
 from ..models import Assignment, Escalation, MailPreference, MailSent, Study, StudyMember
 from ..team_selectors import NO_SITE, SiteRow, TeamProgress, conversations_progress, team_progress
-from ..tokens import password_token_generator
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 import pytest
 
-from annotation.roles import CLINICIAN
+from accounts.roles import CLINICIAN
 from tests.factories import user_make
 
 

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
 
-from annotation.roles import ADMIN, CLINICIAN, role_add
+from accounts.roles import ADMIN, CLINICIAN, role_add
 from tests.fakes.oidc_provider import FakeOIDCProvider
 from tests.second_factor import totp_code
 

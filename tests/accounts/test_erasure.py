@@ -12,9 +12,9 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from accounts.models import ErasureRecord, SignInEvent
+from accounts.roles import RESEARCHER, role_add
 from accounts.services import ErasureError, api_token_create, person_erase
 from annotation.models import Rater, Rating
-from annotation.roles import RESEARCHER, role_add
 from tests.factories import small_study_make, user_make
 
 NAME, ADDRESS = "dr_jane_doe", "jane.doe@hospital.example"

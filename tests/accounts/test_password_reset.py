@@ -12,8 +12,8 @@ from django.core import mail
 from django.test import override_settings
 from django.urls import reverse
 
-from annotation.roles import CLINICIAN, role_add
-from annotation.tokens import PrivilegeBoundTokenGenerator
+from accounts.roles import CLINICIAN, role_add
+from accounts.tokens import PrivilegeBoundTokenGenerator
 
 # The e-mail is sent by a Celery task (tests/accounts/test_password_reset_requests.py holds
 # that the request itself sends nothing): here it runs at once.

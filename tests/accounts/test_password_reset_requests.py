@@ -128,7 +128,7 @@ def test_answers_take_the_same_time_for_known_and_unknown_addresses(
     8 to 20 ms (medians of 25 to 80 requests: a known address 72 to 100 ms, an unknown one 64
     to 86 ms on a busy test machine). The rate limit is off here, or later requests would be
     answered 429 at once."""
-    from annotation.tokens import PrivilegeBoundTokenGenerator
+    from accounts.tokens import PrivilegeBoundTokenGenerator
 
     make_token = PrivilegeBoundTokenGenerator.make_token
 

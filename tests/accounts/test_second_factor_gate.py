@@ -13,7 +13,7 @@ import requests
 from allauth.mfa.models import Authenticator
 from django.contrib.auth import get_user_model
 
-from annotation.roles import CLINICIAN, role_add
+from accounts.roles import CLINICIAN, role_add
 from tests.live_session import LiveSession, path_of
 from tests.second_factor import totp_code, totp_enrol
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from accounts.middleware import LAST_SEEN
 from accounts.models import SignInEvent
-from annotation.roles import CLINICIAN, role_add
+from accounts.roles import CLINICIAN, role_add
 from tests.second_factor import TEST_TOTP_SECRET, totp_code, totp_enrol
 
 PASSWORD = "a-Long-pass-9871-log"

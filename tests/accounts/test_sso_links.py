@@ -14,7 +14,7 @@ from allauth.account.models import EmailAddress
 from allauth.socialaccount.models import SocialAccount
 from django.contrib.auth import get_user_model
 
-from annotation.roles import CLINICIAN, role_add
+from accounts.roles import CLINICIAN, role_add
 from tests.fakes.oidc_provider import FakeOIDCProvider, Subject
 from tests.live_session import LiveSession, path_of
 from tests.second_factor import totp_code, totp_enrol
@@ -191,7 +191,7 @@ def test_sso_with_the_address_of_a_local_account_says_what_to_do(web, provider, 
 def test_a_first_sso_sign_in_gets_no_look_alike_of_an_existing_username(web, provider):
     """The provider's preferred username passes the invites' rule: 'аdmin' (Cyrillic а) beside
     'admin' becomes another name."""
-    from annotation.usernames import usernames_look_alike
+    from accounts.usernames import usernames_look_alike
 
     get_user_model().objects.create_user("admin", password=PASSWORD)
     provider.subject = Subject(

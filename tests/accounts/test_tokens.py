@@ -65,7 +65,7 @@ def test_an_expired_token_is_refused(researcher):
 
 
 def test_nobody_revokes_another_users_token(client, researcher, django_user_model):
-    from annotation.roles import RESEARCHER, role_add
+    from accounts.roles import RESEARCHER, role_add
 
     other = django_user_model.objects.create_user("otto", password="pw-otto-long-enough")
     role_add(user=other, role=RESEARCHER)

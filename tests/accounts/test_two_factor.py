@@ -9,7 +9,7 @@ import pytest
 from allauth.mfa.models import Authenticator
 from django.urls import reverse
 
-from annotation.roles import ADMIN, CLINICIAN, role_add
+from accounts.roles import ADMIN, CLINICIAN, role_add
 from tests.second_factor import (
     TEST_TOTP_SECRET,
     force_login_password_only,

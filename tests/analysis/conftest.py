@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.roles import CLINICIAN
+from accounts.roles import CLINICIAN
 from tests.factories import SmallStudy, labelled_distortion_study_make, small_study_make, user_make
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.roles import RESEARCHER
+from accounts.roles import RESEARCHER
 from tests.axe import serious_axe_violations
 from tests.conftest import SCREENSHOTS
 from tests.factories import overlap_study_make, user_make

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation.roles import RESEARCHER, role_add
+from accounts.roles import RESEARCHER, role_add
 from tests.second_factor import browser_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

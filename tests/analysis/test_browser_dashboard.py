@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation.roles import RESEARCHER, role_add
+from accounts.roles import RESEARCHER, role_add
 from tests.conftest import MENTALALIGN_STUDY, SCREENSHOTS, mentalalign_get_or_import, require_shared
 
 pytestmark = [pytest.mark.browser, pytest.mark.shared_data, pytest.mark.django_db(transaction=True)]

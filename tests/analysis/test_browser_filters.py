@@ -7,7 +7,7 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation.roles import RESEARCHER, role_add
+from accounts.roles import RESEARCHER, role_add
 
 pytestmark = [
     pytest.mark.browser,

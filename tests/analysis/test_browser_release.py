@@ -8,8 +8,8 @@ import zipfile
 import pytest
 from django.contrib.auth import get_user_model
 
+from accounts.roles import CLINICIAN, RESEARCHER, role_add
 from analysis.release import CHECKSUMS, CONVERSATIONS, DATASHEET, HUMAN, checksums_verify
-from annotation.roles import CLINICIAN, RESEARCHER, role_add
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from accounts.roles import RESEARCHER, role_add
 from analysis.jobs.services import job_execute
 from analysis.models import Job
-from annotation.roles import RESEARCHER, role_add
 from tests.second_factor import browser_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -11,9 +11,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from accounts.roles import ADMIN, role_add
 from analysis.judge_assisted.selectors import RATED_DESIGN, judge_assisted_report
 from annotation.models import Assignment, ClinicianSample, Conversation, Rater
-from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create
 from annotation.services.sampling import clinician_sample_draw
 

@@ -12,6 +12,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
+from accounts.roles import RESEARCHER
 from analysis import export
 from analysis.release import ADJUDICATIONS, CHECKSUMS, DATASHEET, FINAL_SCORES, checksums_verify
 from annotation.adjudication_selectors import (
@@ -34,7 +35,6 @@ from annotation.models import (
     Score,
     Study,
 )
-from annotation.roles import RESEARCHER
 from annotation.services import rubric_get_or_create_default
 from annotation.services.adjudication import adjudication_save
 from tests.analysis.test_copy_export import awkward_study  # noqa: F401  (a fixture)

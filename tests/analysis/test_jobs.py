@@ -15,11 +15,11 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from accounts.roles import RESEARCHER
 from analysis.jobs.kinds import JobCancelled
 from analysis.jobs.services import ProgressWriter, job_cancel, job_execute, jobs_sweep
 from analysis.models import ExportLog, Job
 from analysis.release import CHECKSUMS
-from annotation.roles import RESEARCHER
 from tests.factories import user_make
 
 HAND = b"true,predicted\na,a\na,a\na,b\nb,b\n"

@@ -141,7 +141,7 @@ def test_the_limit_of_jobs_at_once_is_said_in_words(
 
 
 def test_a_job_of_another_person_cannot_be_followed(client, researcher, small_study, builds):
-    from annotation.roles import RESEARCHER
+    from accounts.roles import RESEARCHER
     from tests.factories import user_make
 
     client.force_login(researcher)

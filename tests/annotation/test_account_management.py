@@ -1,5 +1,5 @@
 """Admin pages act only on accounts with fewer rights than the actor's (one rule:
-annotation.roles.manageable_users): an admin-group member never takes over staff or a superuser."""
+accounts.roles.manageable_users): an admin-group member never takes over staff or a superuser."""
 
 import html
 import re
@@ -10,10 +10,10 @@ from django.urls import reverse
 from django.utils.encoding import force_str
 from django.utils.http import urlsafe_base64_decode
 
+from accounts.roles import ADMIN, CLINICIAN, RESEARCHER, role_add, user_can_manage
+from accounts.tokens import password_token_generator
+from accounts.users import user_password_token_issue
 from annotation.membership import member_add
-from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add, user_can_manage
-from annotation.services import user_password_token_issue
-from annotation.tokens import password_token_generator
 from tests.factories import clinician_make, study_make
 
 
@@ -276,11 +276,11 @@ def test_an_invite_that_loses_the_race_says_so_and_leaves_nothing(
     accounts, django_user_model, monkeypatch
 ):
     """Two invites at once both pass the look-up; the second insert meets the unique index."""
+    from accounts import users
     from annotation.models import Rater
     from annotation.services import clinician_create
-    from annotation.services import rating as rating_services
 
-    monkeypatch.setattr(rating_services, "username_clean", lambda username: username)
+    monkeypatch.setattr(users, "username_clean", lambda username: username)
     with pytest.raises(ValueError, match="'Clin' was just taken"):
         clinician_create(username="Clin")
     assert not django_user_model.objects.filter(username="Clin").exists()

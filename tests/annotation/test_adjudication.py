@@ -11,6 +11,7 @@ import threading
 import pytest
 from django.db import connection
 
+from accounts.roles import ADMIN, CLINICIAN, RESEARCHER
 from annotation.adjudication_selectors import (
     ADJUDICATED,
     AWAITING,
@@ -30,7 +31,6 @@ from annotation.models import (
     Response,
     Score,
 )
-from annotation.roles import ADMIN, CLINICIAN, RESEARCHER
 from annotation.services.adjudication import AdjudicationRefused, adjudication_save
 from tests.factories import clinician_make, study_make, user_make
 

@@ -9,10 +9,10 @@ import random
 import pytest
 from django.test import Client
 
+from accounts.roles import ADMIN
 from annotation.feedback_selectors import adjudication_feedback, overruled_by_rater
 from annotation.membership import ADJUDICATOR, member_add
 from annotation.models import Assignment, Rating, Response, Score
-from annotation.roles import ADMIN
 from annotation.services import assignments_create
 from annotation.services.adjudication import adjudication_save
 from tests.factories import clinician_make, study_make, user_make

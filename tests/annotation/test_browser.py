@@ -3,8 +3,8 @@
 import pytest
 from django.contrib.auth import get_user_model
 
+from accounts.roles import CLINICIAN, role_add
 from annotation.models import Assignment, Rater, Rating, Score
-from annotation.roles import CLINICIAN, role_add
 from annotation.services import assignments_create
 from tests.factories import RESPONDERS, study_make
 

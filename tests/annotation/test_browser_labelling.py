@@ -4,8 +4,8 @@ researcher sees the distortion dashboard with its Figure 2 chart drawn."""
 import pytest
 from django.contrib.auth import get_user_model
 
+from accounts.roles import CLINICIAN, RESEARCHER, role_add
 from annotation.models import Assignment, Conversation, LabelAnnotation, Rater, Study
-from annotation.roles import CLINICIAN, RESEARCHER, role_add
 from annotation.services import assignments_create, study_get_or_create
 from judging.models import ModelEndpoint, Run
 from tests.second_factor import browser_sign_in

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
+from accounts.roles import ADMIN, role_add
 from annotation.models import Assignment, Conversation, Rater, Rating, Response, Score, Study
-from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create, study_get_or_create
 from annotation.training import practice_assign, practice_conversations_mark, reference_scores_set
 from tests.axe import serious_axe_violations

@@ -8,8 +8,8 @@ from django.conf import settings
 from django.test import Client
 from playwright.sync_api import expect
 
+from accounts.roles import ADMIN, role_add
 from annotation.models import Score
-from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create
 from tests.factories import clinician_make, study_make
 

@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
+from accounts.roles import ADMIN, role_add
 from annotation.models import Assignment, Rating, Responder, Score
-from annotation.roles import ADMIN, role_add
 from annotation.services import assignments_create
 from tests.factories import RESPONDERS, clinician_make, study_make
 from tests.second_factor import browser_sign_in, totp_enrol

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
+from accounts.roles import CLINICIAN, role_add
 from annotation.models import Rater, Response
-from annotation.roles import CLINICIAN, role_add
 from annotation.services import assignments_create
 from annotation.training import practice_assign, practice_conversations_mark, reference_scores_set
 from tests.factories import RESPONDERS, study_make

@@ -12,6 +12,7 @@ import re
 import pytest
 from django.test import Client
 
+from accounts.roles import ADMIN
 from annotation.membership import ADJUDICATOR, LEAD, member_add
 from annotation.models import (
     Assignment,
@@ -24,7 +25,6 @@ from annotation.models import (
     Webhook,
     WebhookDelivery,
 )
-from annotation.roles import ADMIN
 from annotation.services import assignments_create, rating_save
 from annotation.services.consent import consent_text_publish
 from annotation.services.escalation import (

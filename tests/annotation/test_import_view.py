@@ -3,8 +3,8 @@
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from accounts.roles import ADMIN, CLINICIAN, role_add
 from annotation.models import Conversation, ImportLog, Response, Study
-from annotation.roles import ADMIN, CLINICIAN, role_add
 
 
 @pytest.fixture

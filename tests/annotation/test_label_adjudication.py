@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from accounts.roles import ADMIN, RESEARCHER
 from analysis.distortion_selectors import consensus_export_rows, distortion_report
 from analysis.distortions.consensus import consensus_labels
 from analysis.distortions.evaluation import kappa_f1_report
@@ -25,7 +26,6 @@ from annotation.label_adjudication_selectors import (
 )
 from annotation.membership import ADJUDICATOR, LEAD, member_add
 from annotation.models import Conversation, LabelAdjudication, LabelAnnotation, Rater
-from annotation.roles import ADMIN, RESEARCHER
 from annotation.selectors import study_label_names
 from annotation.services.label_adjudication import (
     LabelAdjudicationRefused,

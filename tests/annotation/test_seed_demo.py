@@ -79,8 +79,8 @@ def test_an_account_made_by_hand_in_another_case_is_taken_as_the_demos(db, djang
 
 
 def test_the_two_demo_studies_have_different_teams(db, django_user_model):
+    from accounts.roles import RESEARCHER, role_add
     from annotation.membership import studies_for
-    from annotation.roles import RESEARCHER, role_add
 
     role_add(
         user=django_user_model.objects.create_user(username="researcher"), role=RESEARCHER

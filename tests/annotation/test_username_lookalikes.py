@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from annotation.services.rating import username_clean
-from annotation.usernames import username_skeleton
+from accounts.usernames import username_skeleton
+from accounts.users import username_clean
 from tests.factories import user_make
 from tests.live_session import LiveSession
 from tests.second_factor import totp_code, totp_enrol

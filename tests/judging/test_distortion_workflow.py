@@ -13,10 +13,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from accounts.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
 from analysis.jobs.services import job_execute
 from analysis.models import ExportLog, Job
 from annotation.models import Assignment, LabelAnnotation, Rater, Study
-from annotation.roles import ADMIN, CLINICIAN, RESEARCHER, role_add
 from judging import services
 from judging.models import Run
 from tests.fakes.llm_server import scenario

@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
+from accounts.roles import CLINICIAN, role_add
 from annotation.models import Rating
-from annotation.roles import CLINICIAN, role_add
 from judging import services
 from judging.models import Run, RunItem
 

@@ -5,12 +5,12 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from accounts.roles import CLINICIAN, RESEARCHER, role_add, role_remove
 from annotation.importers.base import file_sha256
 from annotation.importers.mentalbench import read_conversations
 from annotation.membership import CLINICIAN as MEMBER_CLINICIAN
 from annotation.membership import LEAD, MEMBER_RESEARCHER, member_add
 from annotation.models import Conversation, ReferenceScore, Study
-from annotation.roles import CLINICIAN, RESEARCHER, role_add, role_remove
 from annotation.services import (
     assignments_create,
     clinician_rater_get_or_create,

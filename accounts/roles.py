@@ -1,6 +1,9 @@
 """Roles: clinician (rates own assignments), researcher (dashboards, exports), admin (staff).
 
 Roles are Django groups so an admin can grant them in the admin; superusers/staff are admins.
+A role held in one study (annotation's StudyMember) opens that study's pages too. This module
+imports no app (every app asks it, annotation included): it reads the memberships through the
+user's reverse relation, `study_memberships`.
 """
 
 from collections.abc import Callable
@@ -40,12 +43,10 @@ def _held(user) -> tuple[frozenset[str], frozenset[str]]:
     """The user's platform-wide role groups and the roles they hold in any study."""
     held = getattr(user, _GROUPS_CACHE, None)
     if held is None:
-        from .models import StudyMember  # roles is imported by the models' neighbours
-
         # No ORDER BY inside the UNION: SQLite (the embedded default) refuses one, and
         # StudyMember's default ordering would put one there.
         groups = user.groups.filter(name__in=ROLES).annotate(k=Value("g")).order_by()
-        studies = StudyMember.objects.filter(user=user).annotate(k=Value("s")).order_by()
+        studies = user.study_memberships.annotate(k=Value("s")).order_by()
         rows = set(groups.values_list("name", "k").union(studies.values_list("role", "k")))
         held = (
             frozenset(name for name, k in rows if k == "g"),

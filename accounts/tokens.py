@@ -8,11 +8,15 @@ hash here also covers what the account may do (staff, superuser, active, its gro
 permissions, and its study roles beyond rating: lead, researcher, adjudicator): any change of
 rights voids every link issued before it. Joining a study as a clinician is not such a change
 (giving work does it), so an invitation's link survives the first assignment.
+
+It imports no app (annotation issues links through it): the study roles are read through the
+user's reverse relation to annotation's StudyMember, `study_memberships`.
 """
 
 from django.contrib.auth.tokens import PasswordResetTokenGenerator
 
-from .models import StudyMember
+#: The study role that rates (annotation's StudyMember.Role.CLINICIAN): it grants no rights.
+RATING_STUDY_ROLE = "clinician"
 
 
 def privileges_fingerprint(user) -> str:
@@ -20,9 +24,7 @@ def privileges_fingerprint(user) -> str:
     groups = sorted(user.groups.values_list("pk", flat=True))
     permissions = sorted(user.user_permissions.values_list("pk", flat=True))
     study_roles = sorted(
-        StudyMember.objects.filter(user=user)
-        .exclude(role=StudyMember.Role.CLINICIAN)
-        .values_list("study_id", "role")
+        user.study_memberships.exclude(role=RATING_STUDY_ROLE).values_list("study_id", "role")
     )
     return (
         f"staff={int(user.is_staff)};superuser={int(user.is_superuser)};"
@@ -32,6 +34,8 @@ def privileges_fingerprint(user) -> str:
 
 
 class PrivilegeBoundTokenGenerator(PasswordResetTokenGenerator):
+    # The salt names the module it was first defined in: changing it would void every link
+    # already issued (invitations in flight included).
     key_salt = "mentalbench.annotation.tokens.PrivilegeBoundTokenGenerator"
 
     def _make_hash_value(self, user, timestamp: int) -> str:
