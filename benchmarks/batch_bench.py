@@ -70,7 +70,7 @@ def phase_batch(study_id: int, endpoint_id: int) -> dict:
     run = services.judge_run_create(study_id=study_id, endpoint=endpoint, mode=Run.Mode.BATCH)
     built = time.perf_counter() - started
     batches = list(ProviderBatch.objects.filter(run=run).order_by("id"))
-    config = services.endpoint_config(endpoint)
+    config = services.endpoint_config(endpoint=endpoint)
     sdk = batch_providers.client(config)
     started = time.perf_counter()
     for record in batches:

@@ -470,7 +470,7 @@ def mentalalign_import(
                         parsed.error, file=workbook.file, row=cell.row, column=cell.column
                     )
                 counts["invalid"] += 1
-                if all_zero_cell(raw, names):
+                if all_zero_cell(raw=raw, attributes=names):
                     counts["all_zero"] += 1
                 problems.append(_problem(workbook, cell, parsed.error))
             else:
@@ -541,7 +541,7 @@ def mentalalign_import(
     return summaries
 
 
-def all_zero_cell(raw: str, attributes: list[str]) -> bool:
+def all_zero_cell(*, raw: str, attributes: list[str]) -> bool:
     """A cell whose every attribute is 0: in the MentalAlign-70k release, the clinicians' mark
     for a response with nothing to rate (the scale is 1–5; the judges score those responses 1
     nearly always). Stored as an invalid rating like any score off the scale, and counted."""

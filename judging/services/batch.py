@@ -85,18 +85,18 @@ def endpoint_check(*, endpoint: ModelEndpoint) -> None:
         )
 
 
-def limits(provider: str) -> tuple[int, int]:
+def limits(*, provider: str) -> tuple[int, int]:
     """(requests, bytes) per batch for the provider's protocol."""
     table = settings.JUDGING_BATCH_LIMITS
     entry = table["anthropic" if provider == "anthropic" else "openai"]
     return int(entry["requests"]), int(entry["bytes"])
 
 
-def custom_id(item_id: int, attempt: int) -> str:
+def custom_id(*, item_id: int, attempt: int) -> str:
     return f"i{item_id}-a{attempt}"
 
 
-def parse_custom_id(value: str) -> tuple[int, int] | None:
+def parse_custom_id(*, value: str) -> tuple[int, int] | None:
     match = _CUSTOM_ID.match(value)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
@@ -104,17 +104,17 @@ def parse_custom_id(value: str) -> tuple[int, int] | None:
 # ------------------------------------------------------------------------------ the plan
 
 
-def load_plan(run: Run) -> RunPlan:
+def load_plan(*, run: Run) -> RunPlan:
     """The engine's plan of `run`, priced at the endpoint's batch prices (its own, else the list
     price, else the immediate price; 0 when unknown, which the pages say)."""
     plan = RunPlan.load(run)
-    price = endpoint_prices(run.endpoint)
+    price = endpoint_prices(endpoint=run.endpoint)
     plan.price_input = price.batch_input or 0.0
     plan.price_output = price.batch_output or 0.0
     return plan
 
 
-def request_spec(plan: RunPlan) -> batch_providers.RequestSpec:
+def request_spec(*, plan: RunPlan) -> batch_providers.RequestSpec:
     """The same temperature, token limit, JSON mode and schema as immediate mode sends."""
     if plan.kind == Run.Kind.JUDGE:
         return batch_providers.RequestSpec(
@@ -138,7 +138,7 @@ def request_spec(plan: RunPlan) -> batch_providers.RequestSpec:
 # ------------------------------------------------------------------------------ start, submit
 
 
-def run_start(run: Run) -> None:
+def run_start(*, run: Run) -> None:
     """Send the run's pending items to the provider once the transaction commits.
 
     Precondition: in the transaction that starts the run (a refusal rolls the launch back).
@@ -160,14 +160,14 @@ def run_submit(*, run_id: int) -> list[int]:
     if run.status != Run.Status.RUNNING or not run.is_batch:
         return made
     try:
-        text_policy_check(run)  # the study's policy may have changed since the launch
-        plan = load_plan(run)
+        text_policy_check(run=run)  # the study's policy may have changed since the launch
+        plan = load_plan(run=run)
         assert plan.config is not None
         sdk = batch_providers.client(plan.config)
     except (providers.PermanentError, RunError, ValueError) as exc:
         run_fail(run_id=run_id, error=str(exc))
         return made
-    max_requests, max_bytes = limits(run.endpoint.provider)
+    max_requests, max_bytes = limits(provider=run.endpoint.provider)
     try:
         while True:
             batch = _claim_part(run_id=run_id, limit=max_requests)
@@ -225,7 +225,7 @@ def _batch_items(token: str, chunk: int = 2000) -> Iterator[RunItem]:
 def _build_and_submit(batch: ProviderBatch, *, plan: RunPlan, sdk: Any, max_bytes: int) -> None:
     """Write the batch's request file, cut at `max_bytes`, and create it at the provider."""
     assert plan.config is not None
-    spec = request_spec(plan)
+    spec = request_spec(plan=plan)
     count = size = 0
     last_id: int | None = None
     overflow_from: int | None = None
@@ -240,7 +240,7 @@ def _build_and_submit(batch: ProviderBatch, *, plan: RunPlan, sdk: Any, max_byte
                 continue
             line = batch_providers.request_line(
                 plan.config,
-                custom_id=custom_id(item.id, item.attempts),
+                custom_id=custom_id(item_id=item.id, attempt=item.attempts),
                 system=system,
                 user=user,
                 spec=replace(spec, max_tokens=item.max_tokens) if item.max_tokens else spec,
@@ -394,7 +394,7 @@ def run_settle(*, run_id: int) -> Run:
 
 
 @transaction.atomic
-def batch_lease(batch_id: int, *, force: bool) -> ProviderBatch | None:
+def batch_lease(*, batch_id: int, force: bool) -> ProviderBatch | None:
     """Take the batch's next poll for this poller (others skip it until the backoff is over).
 
     None when another poller holds it, it is closed, or (unless `force`) its next poll is not
@@ -423,11 +423,11 @@ def batch_lease(batch_id: int, *, force: bool) -> ProviderBatch | None:
 
 def batch_poll(*, batch_id: int, force: bool = False) -> int:
     """Look at one batch; store its results once it ended. Returns how many were stored."""
-    batch = batch_lease(batch_id, force=force)
+    batch = batch_lease(batch_id=batch_id, force=force)
     if batch is None:
         return 0
     run = batch.run
-    plan = load_plan(run)
+    plan = load_plan(run=run)
     assert plan.config is not None
     sdk = batch_providers.client(plan.config)
     try:
@@ -449,7 +449,7 @@ def batch_poll(*, batch_id: int, force: bool = False) -> int:
                 plan.config,
                 batch_id=batch.provider_batch_id,
                 state=state,
-                spec=request_spec(plan),
+                spec=request_spec(plan=plan),
             ),
             STORE_CHUNK,
         ):
@@ -538,7 +538,7 @@ def results_store(
     counts = Stored()
     by_item: dict[int, tuple[int, batch_providers.BatchResult]] = {}
     for result in results:
-        parsed = parse_custom_id(result.custom_id)
+        parsed = parse_custom_id(value=result.custom_id)
         if parsed is None:
             logger.warning("batch result with a foreign custom id %r", result.custom_id[:80])
             counts.ignored += 1
@@ -557,7 +557,7 @@ def results_store(
     back: list[int] = []
     billed: list[tuple[int, int, int]] = []
     names = [attribute["name"] for attribute in plan.rubric]
-    run_limit = request_spec(plan).max_tokens
+    run_limit = request_spec(plan=plan).max_tokens
     for item_id, (attempt, result) in by_item.items():
         item = items.get(item_id)
         if item is None or item.attempts != attempt:
@@ -628,17 +628,17 @@ def _parse_into(
     token limit is refused here too, whatever could be parsed from it. `limit`: the token limit
     the request was sent with (the run's, or the item's where a re-ask raised it)."""
     if plan.kind == Run.Kind.GENERATION:
-        generation_outcome(plan, completion, outcome)
+        generation_outcome(plan=plan, completion=completion, outcome=outcome)
         return outcome.error
     if plan.kind == Run.Kind.JUDGE:
         parse = parse_judge_output(completion.text, names, plan.scale)
-        cut = cut_off_reason(completion, limit, parse.error)
+        cut = cut_off_reason(completion=completion, limit=limit, detail=parse.error)
         if cut is None and parse.ok:
             outcome.parse = parse
             return ""
         return cut or parse.error or "unusable output"
     label_parse = parse_label_output(completion.text, plan.labels, scheme=plan.scheme)
-    cut = cut_off_reason(completion, limit, label_parse.error)
+    cut = cut_off_reason(completion=completion, limit=limit, detail=label_parse.error)
     if cut is None and label_parse.ok:
         outcome.label_parse = label_parse
         return ""
@@ -695,7 +695,7 @@ def run_cancel_batches(*, run_id: int) -> int:
     run = Run.objects.select_related("endpoint").get(id=run_id)
     if run.status != Run.Status.CANCELLING:
         return 0
-    config = endpoint_config(run.endpoint)
+    config = endpoint_config(endpoint=run.endpoint)
     sdk = batch_providers.client(config)
     cancelled = 0
     try:
