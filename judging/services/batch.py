@@ -42,7 +42,7 @@ from scoring.parsing import parse_judge_output
 
 from .. import providers
 from ..models import ModelEndpoint, ProviderBatch, Run, RunItem
-from ..providers import batch as batch_providers
+from ..providers import batch_api
 from .claims import items_bill
 from .engine import (
     ENDPOINT_BROKEN_STATUSES,
@@ -78,7 +78,7 @@ class BatchModeError(RunError):
 
 def endpoint_check(*, endpoint: ModelEndpoint) -> None:
     """Raise BatchModeError when `endpoint` has no batch interface."""
-    if not batch_providers.supports_batch(provider=endpoint.provider, flag=endpoint.supports_batch):
+    if not batch_api.supports_batch(provider=endpoint.provider, flag=endpoint.supports_batch):
         raise BatchModeError(
             f"{endpoint.name}: batch mode needs an OpenAI or Anthropic endpoint, or an "
             "OpenAI-compatible server marked 'supports batch'"
@@ -114,23 +114,23 @@ def load_plan(*, run: Run) -> RunPlan:
     return plan
 
 
-def request_spec(*, plan: RunPlan) -> batch_providers.RequestSpec:
+def request_spec(*, plan: RunPlan) -> batch_api.RequestSpec:
     """The same temperature, token limit, JSON mode and schema as immediate mode sends."""
     if plan.kind == Run.Kind.JUDGE:
-        return batch_providers.RequestSpec(
+        return batch_api.RequestSpec(
             temperature=plan.temperature,
             max_tokens=plan.max_tokens or JUDGE_MAX_TOKENS,
             json_mode=plan.json_mode,
             schema=plan.output_schema,
         )
     if plan.kind == Run.Kind.LABELLING:
-        return batch_providers.RequestSpec(
+        return batch_api.RequestSpec(
             temperature=plan.temperature,
             max_tokens=plan.max_tokens or LABELLING_MAX_TOKENS,
             json_mode=False,
             schema=plan.output_schema,
         )
-    return batch_providers.RequestSpec(
+    return batch_api.RequestSpec(
         temperature=plan.temperature, max_tokens=plan.max_tokens, json_mode=False, schema=None
     )
 
@@ -163,7 +163,7 @@ def run_submit(*, run_id: int) -> list[int]:
         text_policy_check(run=run)  # the study's policy may have changed since the launch
         plan = load_plan(run=run)
         assert plan.config is not None
-        sdk = batch_providers.client(plan.config)
+        sdk = batch_api.client(plan.config)
     except (providers.PermanentError, RunError, ValueError) as exc:
         run_fail(run_id=run_id, error=str(exc))
         return made
@@ -238,7 +238,7 @@ def _build_and_submit(batch: ProviderBatch, *, plan: RunPlan, sdk: Any, max_byte
                 outcome = Outcome(error=str(exc))
                 unbuildable.append((item, outcome))
                 continue
-            line = batch_providers.request_line(
+            line = batch_api.request_line(
                 plan.config,
                 custom_id=custom_id(item_id=item.id, attempt=item.attempts),
                 system=system,
@@ -263,7 +263,7 @@ def _build_and_submit(batch: ProviderBatch, *, plan: RunPlan, sdk: Any, max_byte
             return
         jsonl.seek(0)
         try:
-            submitted = batch_providers.submit(sdk, plan.config, jsonl=jsonl, token=batch.token)
+            submitted = batch_api.submit(sdk, plan.config, jsonl=jsonl, token=batch.token)
         except providers.ProviderError as exc:
             logger.warning("run %s: batch %s not created: %s", plan.run_id, batch.token, exc)
             _items_handback(batch.token, error=str(exc), uncount=True)
@@ -429,12 +429,12 @@ def batch_poll(*, batch_id: int, force: bool = False) -> int:
     run = batch.run
     plan = load_plan(run=run)
     assert plan.config is not None
-    sdk = batch_providers.client(plan.config)
+    sdk = batch_api.client(plan.config)
     try:
         if run.status == Run.Status.CANCELLING and batch.status == ProviderBatch.Status.IN_PROGRESS:
-            batch_providers.cancel(sdk, plan.config, batch_id=batch.provider_batch_id)
+            batch_api.cancel(sdk, plan.config, batch_id=batch.provider_batch_id)
             ProviderBatch.objects.filter(id=batch.id).update(status=ProviderBatch.Status.CANCELLING)
-        state = batch_providers.retrieve(sdk, plan.config, batch_id=batch.provider_batch_id)
+        state = batch_api.retrieve(sdk, plan.config, batch_id=batch.provider_batch_id)
         ProviderBatch.objects.filter(id=batch.id).update(provider_status=state.provider_status)
         if state.state == "in_progress":
             return 0
@@ -444,7 +444,7 @@ def batch_poll(*, batch_id: int, force: bool = False) -> int:
         ProviderBatch.objects.filter(id=batch.id).update(status=ProviderBatch.Status.ENDED)
         stored = 0
         for chunk in _chunks(
-            batch_providers.results(
+            batch_api.results(
                 sdk,
                 plan.config,
                 batch_id=batch.provider_batch_id,
@@ -526,9 +526,7 @@ def _joined(item: RunItem, reason: str) -> str:
 
 
 @transaction.atomic
-def results_store(
-    *, plan: RunPlan, token: str, results: Sequence[batch_providers.BatchResult]
-) -> Stored:
+def results_store(*, plan: RunPlan, token: str, results: Sequence[batch_api.BatchResult]) -> Stored:
     """Store a chunk of one batch's results exactly once (one transaction).
 
     Only items still claimed by the batch (`token`) and asked in the attempt the custom id
@@ -536,7 +534,7 @@ def results_store(
     nothing left to store. Every completion of such an item is billed here, once.
     """
     counts = Stored()
-    by_item: dict[int, tuple[int, batch_providers.BatchResult]] = {}
+    by_item: dict[int, tuple[int, batch_api.BatchResult]] = {}
     for result in results:
         parsed = parse_custom_id(value=result.custom_id)
         if parsed is None:
@@ -696,12 +694,12 @@ def run_cancel_batches(*, run_id: int) -> int:
     if run.status != Run.Status.CANCELLING:
         return 0
     config = endpoint_config(endpoint=run.endpoint)
-    sdk = batch_providers.client(config)
+    sdk = batch_api.client(config)
     cancelled = 0
     try:
         for batch in _open_batches(run_id).filter(status=ProviderBatch.Status.IN_PROGRESS):
             try:
-                batch_providers.cancel(sdk, config, batch_id=batch.provider_batch_id)
+                batch_api.cancel(sdk, config, batch_id=batch.provider_batch_id)
             except providers.ProviderError as exc:
                 logger.warning("batch %s: cancel failed: %s", batch.provider_batch_id, exc)
                 continue  # the next poll of a cancelling run asks again

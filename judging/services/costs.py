@@ -15,7 +15,7 @@ from annotation.selectors import study_distortion_labels, study_rubric
 from .. import providers
 from ..models import ModelEndpoint, Run
 from ..prompts import labelling_messages
-from ..providers import batch as batch_providers
+from ..providers import batch_api
 from .engine import JUDGE_MAX_TOKENS
 from .launch import LABELLING_MAX_TOKENS, endpoint_config, judge_targets
 from .prices import PRICES_TAKEN, endpoint_prices, usd
@@ -120,12 +120,12 @@ def cost_estimate(
         config = endpoint_config(endpoint=endpoint)
         try:
             # An Anthropic endpoint's client.
-            sdk = cast("anthropic.Anthropic", batch_providers.client(config))
-            spec = batch_providers.RequestSpec(
+            sdk = cast("anthropic.Anthropic", batch_api.client(config))
+            spec = batch_api.RequestSpec(
                 temperature=None, max_tokens=max_tokens, json_mode=False, schema=None
             )
             counted = sum(
-                batch_providers.count_input_tokens(sdk, config, system=s, user=u, spec=spec)
+                batch_api.count_input_tokens(sdk, config, system=s, user=u, spec=spec)
                 for s, u in sample
             )
             sdk.close()

@@ -405,14 +405,14 @@ def test_a_keyless_compatible_server_gets_the_placeholder_not_the_workers_key(
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_the_batch_client_never_reads_the_workers_key(worker_keys, provider):
     from judging import providers
-    from judging.providers import batch as batch_providers
+    from judging.providers import batch_api
 
     config = providers.EndpointConfig(
         provider=provider, model="m", base_url="http://127.0.0.1:9/v1", api_key=""
     )
     with pytest.raises(providers.PermanentError, match="no API key"):
-        batch_providers.client(config)
+        batch_api.client(config)
     compatible = providers.EndpointConfig(
         provider="openai_compatible", model="m", base_url="http://127.0.0.1:9/v1"
     )
-    assert batch_providers.client(compatible).api_key == "EMPTY"
+    assert batch_api.client(compatible).api_key == "EMPTY"

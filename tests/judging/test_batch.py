@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from annotation.models import Rating, Score
 from judging import selectors, services
 from judging.models import ProviderBatch, Run, RunItem
-from judging.providers import batch as batch_providers
+from judging.providers import batch_api
 from judging.services import batch, costs
 from tests.celery_workers import wait_for
 from tests.factories import (
@@ -247,11 +247,11 @@ def test_two_racing_pollers_store_each_result_once(study, endpoint_factory, fake
     run = launch(study, endpoint)
     record = ProviderBatch.objects.get(run=run)
     plan = batch.load_plan(run=Run.objects.select_related("endpoint").get(id=run.id))
-    sdk = batch_providers.client(plan.config)
-    state = batch_providers.retrieve(sdk, plan.config, batch_id=record.provider_batch_id)
+    sdk = batch_api.client(plan.config)
+    state = batch_api.retrieve(sdk, plan.config, batch_id=record.provider_batch_id)
     assert state.state == "ended"
     results = list(
-        batch_providers.results(
+        batch_api.results(
             sdk,
             plan.config,
             batch_id=record.provider_batch_id,
