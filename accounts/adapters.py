@@ -42,7 +42,7 @@ class AccountAdapter(DefaultAccountAdapter):
         both; the first method is where "re-enter" sends the browser, and the password page
         sends such an account on to the code page instead of taking the password."""
         methods = super().get_reauthentication_methods(user)
-        if user.is_authenticated and user_has_totp(user):
+        if user.is_authenticated and user_has_totp(user=user):
             return [m for m in methods if m["id"] != "reauthenticate"]
         return methods
 
@@ -57,7 +57,7 @@ class AccountAdapter(DefaultAccountAdapter):
             user = request.user
             if (
                 user.is_authenticated
-                and not user_has_totp(user)
+                and not user_has_totp(user=user)
                 and signed_in_recently(request=request, user=user)
             ):
                 return False

@@ -73,7 +73,7 @@ class ApiTokenAuthentication(TokenAuthentication):
             raise
         if authenticated is not None:
             user, _ = authenticated
-            if two_factor_required(user) and not user_has_totp(user):
+            if two_factor_required(user=user) and not user_has_totp(user=user):
                 # A valid token, not a guess: 403, and no count against the address.
                 raise exceptions.PermissionDenied(TOKEN_NEEDS_SECOND_FACTOR)
         return authenticated

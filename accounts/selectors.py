@@ -17,14 +17,14 @@ def api_tokens_live(*, user) -> QuerySet[AuthToken]:
     )
 
 
-def two_factor_required(user) -> bool:
+def two_factor_required(*, user) -> bool:
     """Staff, superusers and the *admin* group must sign in with a second factor."""
     from .roles import is_admin
 
     return bool(user.is_staff or user.is_superuser or is_admin(user))
 
 
-def user_has_totp(user) -> bool:
+def user_has_totp(*, user) -> bool:
     return totp_enrolled_at(user=user) is not None
 
 
@@ -39,7 +39,7 @@ def totp_enrolled_at(*, user) -> datetime | None:
     )
 
 
-def two_factor_used(request, user, *, since: datetime | None = None) -> bool:
+def two_factor_used(*, request, user, since: datetime | None = None) -> bool:
     """Whether this session passed `user`'s second factor (allauth records each step of a
     sign-in, re-authentication and enrolment in the session), at or after `since` when given:
     a session that passed an authenticator deleted since did not pass the one made after it."""
@@ -72,10 +72,10 @@ def second_factor_gate(*, request, user) -> str:
     """
     enrolled_at = totp_enrolled_at(user=user)
     if enrolled_at is not None:
-        if two_factor_used(request, user, since=enrolled_at):
+        if two_factor_used(request=request, user=user, since=enrolled_at):
             return GATE_OPEN
         return GATE_SIGN_OUT
-    return GATE_ENROL if two_factor_required(user) else GATE_OPEN
+    return GATE_ENROL if two_factor_required(user=user) else GATE_OPEN
 
 
 def reauthenticated_recently(*, request, user) -> bool:
@@ -88,7 +88,7 @@ def reauthenticated_recently(*, request, user) -> bool:
     from allauth.account.authentication import get_authentication_records
 
     records = [r for r in get_authentication_records(request, user) if r.get("reauthenticated")]
-    if user_has_totp(user):
+    if user_has_totp(user=user):
         records = [r for r in records if r.get("method") == "mfa"]
     if not records:
         return False
@@ -115,7 +115,7 @@ def signed_in_recently(*, request, user) -> bool:
 ENROLMENT_NEXT_SESSION_KEY = "mentalbench_after_enrolment"
 
 
-def enrolment_next_url(request) -> str:
+def enrolment_next_url(*, request) -> str:
     """Where "Continue" leads once the first authenticator is enrolled: the page the account
     asked for when it was sent to enrol, else the home page."""
     from django.urls import reverse
@@ -129,10 +129,10 @@ def enrolment_next_url(request) -> str:
     return reverse("home")
 
 
-def can_reauthenticate(user) -> bool:
+def can_reauthenticate(*, user) -> bool:
     """Whether the account has anything to re-authenticate with here: a password or an
     authenticator. An account that signs in only through single sign-on has neither."""
-    return user.has_usable_password() or user_has_totp(user)
+    return user.has_usable_password() or user_has_totp(user=user)
 
 
 def email_in_use(*, addresses: list[str]) -> bool:

@@ -33,7 +33,7 @@ def api_token_create(*, user, days: int, name: str = "") -> tuple[AuthToken, str
         raise TokenError("a token's name is at most 64 characters")
     if not can_read_analysis(user):
         raise PermissionDenied("API tokens are for researchers and admins")
-    if two_factor_required(user) and not user_has_totp(user):
+    if two_factor_required(user=user) and not user_has_totp(user=user):
         # Such a token would not work (accounts.authentication): refuse to make it.
         raise TokenError("enrol a second factor (an authenticator app) before making a token")
     if not 1 <= days <= settings.API_TOKEN_MAX_DAYS:
@@ -76,7 +76,7 @@ def signin_event_record(*, request, user, username: str, ok: bool) -> SignInEven
         username=username[:150],
         ip_address=get_client_ip_address(request) or None,
         succeeded=ok,
-        two_factor=bool(records and two_factor_used(request, user)),
+        two_factor=bool(records and two_factor_used(request=request, user=user)),
         method="sso" if "socialaccount" in methods else "password",
     )
 

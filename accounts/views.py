@@ -61,7 +61,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "created": created,
-        "second_factor_required": two_factor_required(request.user),
+        "second_factor_required": two_factor_required(user=request.user),
         "tokens": [
             # Only the first characters, enough to tell tokens apart, never the whole token.
             {
@@ -125,9 +125,11 @@ def _reauthenticated_with_second_factor(
     def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         user = request.user
         if user.is_authenticated:
-            if not can_reauthenticate(user):
+            if not can_reauthenticate(user=user):
                 return render(request, "accounts/password_set_refused.html", status=403)
-            if user_has_totp(user) and not reauthenticated_recently(request=request, user=user):
+            if user_has_totp(user=user) and not reauthenticated_recently(
+                request=request, user=user
+            ):
                 raise ReauthenticationRequired()
         return view(request, *args, **kwargs)
 
@@ -147,7 +149,7 @@ class ActivateTotpView(totp_views.ActivateTOTPView):
         user = request.user
         if (
             user.is_authenticated
-            and not can_reauthenticate(user)
+            and not can_reauthenticate(user=user)
             and not signed_in_recently(request=request, user=user)
         ):
             logout(request)
@@ -157,7 +159,7 @@ class ActivateTotpView(totp_views.ActivateTOTPView):
 
     def get_context_data(self, **kwargs) -> dict:
         context = super().get_context_data(**kwargs)
-        context["required"] = two_factor_required(self.request.user)
+        context["required"] = two_factor_required(user=self.request.user)
         return context
 
 
@@ -167,7 +169,7 @@ class RecoveryCodesView(recovery_views.ViewRecoveryCodesView):
 
     def get_context_data(self, **kwargs) -> dict:
         context = super().get_context_data(**kwargs)
-        context["continue_url"] = enrolment_next_url(self.request)
+        context["continue_url"] = enrolment_next_url(request=self.request)
         return context
 
 

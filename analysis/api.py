@@ -553,11 +553,11 @@ class RatingViewSet(PseudonymousListMixin, viewsets.ReadOnlyModelViewSet[Rating]
 
     def page_load(self, ids: list[int]) -> list[dict[str, Any]]:
         """A page's rows (ApiPagination hands over the page's ids)."""
-        return rating_rows(ids)
+        return rating_rows(ids=ids)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> ApiResponse:
         rating = self.get_object()  # 404 outside the filters
-        (row,) = rating_rows([rating.pk])
+        (row,) = rating_rows(ids=[rating.pk])
         return ApiResponse(self.get_serializer(row).data)
 
 

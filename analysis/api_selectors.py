@@ -105,7 +105,7 @@ def label_annotations_listed(
     )  # fmt: skip
 
 
-def rating_rows(ids: Sequence[int]) -> list[dict[str, Any]]:
+def rating_rows(*, ids: Sequence[int]) -> list[dict[str, Any]]:
     """The ratings `ids`, in that order, as dicts of RATING_COLUMNS plus "scores" (attribute
     name → value, in rubric order): two queries whatever the page's size."""
     rows = {row["id"]: row for row in Rating.objects.filter(pk__in=ids).values(*RATING_COLUMNS)}

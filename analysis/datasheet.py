@@ -75,27 +75,38 @@ def datasheet_markdown(
     version: tuple[str, str] | None = None,
 ) -> str:
     """The datasheet as Markdown; `judges` maps each judge's name to its workbook."""
-    from analysis.release import (
-        ADJUDICATIONS,
-        CHECKSUMS,
-        CONVERSATIONS,
-        FINAL_SCORES,
-        HUMAN,
-        PARQUET,
-        software_version,
-    )
+    from analysis.release import software_version
 
     version = version or software_version()
-    rubric = study.rubric
-    attributes = list(rubric.attributes.order_by("position").prefetch_related("levels"))
-    cover = coverage(study=study)
     exclusions = exclusions_for(study=study)
-    human = counts.get("clinicians", {})
     out: list[str] = [f"# Datasheet: {study.name}", ""]
-
-    out += ["## Motivation", ""]
-    out.append(study.description.strip() or "*No description was given for this study.*")
+    out += _motivation(study=study)
+    out += _composition(study=study, counts=counts, clinician_codes=clinician_codes)
+    out += _rubric(study=study)
+    out += _collection_process(study=study, counts=counts)
+    out += clinicians_section(study)
+    out += _exclusions(judges=judges, exclusions=exclusions)
+    out += _preprocessing()
+    out += adjudication_section(study, counts.get("adjudication"))
+    out += _reliability(study=study)
+    out += _files_and_reimport(
+        study=study, files=files, judges=judges, exclusions=exclusions, include_text=include_text
+    )
+    out += ["## Distribution", "", f"Licence: {LICENCE_PLACEHOLDER}", ""]
     out += [
+        "## Maintenance",
+        "",
+        f"Written by MentalBench {version[0]} (commit {version[1]}).",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _motivation(*, study: Study) -> list[str]:
+    return [
+        "## Motivation",
+        "",
+        study.description.strip() or "*No description was given for this study.*",
         "",
         "Clinicians rated responses to mental-health conversations on the rubric below; LLM "
         "judges rated the same responses, so that each judge's agreement with the clinicians "
@@ -103,7 +114,13 @@ def datasheet_markdown(
         "",
     ]
 
-    out += ["## Composition", ""]
+
+def _composition(
+    *, study: Study, counts: Mapping[str, Any], clinician_codes: Sequence[str]
+) -> list[str]:
+    """What the release holds, in counts, and who wrote each response."""
+    human = counts.get("clinicians", {})
+    out = ["## Composition", ""]
     responders = Responder.objects.filter(key__in=counts.get("responder_keys", [])).order_by(
         "-is_reference", "key"
     )
@@ -128,8 +145,14 @@ def datasheet_markdown(
         [(r.key, r.name, r.family, "yes" if r.is_reference else "") for r in responders],
     )
     out.append("")
+    return out
 
-    out += ["### Rubric and anchors", ""]
+
+def _rubric(*, study: Study) -> list[str]:
+    """The rubric's attributes with their anchors, and whether re-importing needs it created."""
+    rubric = study.rubric
+    attributes = list(rubric.attributes.order_by("position").prefetch_related("levels"))
+    out = ["### Rubric and anchors", ""]
     out.append(
         f"Rubric *{rubric.name}*, scores {rubric.scale_min}–{rubric.scale_max}."
         + (
@@ -145,11 +168,17 @@ def datasheet_markdown(
         for level in sorted(attribute.levels.all(), key=lambda lv: lv.value):
             out.append(f"  - {level.value}: {level.anchor}")
     out.append("")
+    return out
 
-    out += ["## Collection process", ""]
+
+def _collection_process(*, study: Study, counts: Mapping[str, Any]) -> list[str]:
+    """Who rated how much, what was left out, and how the clinicians' sample was drawn."""
+    cover = coverage(study=study)
     raters: list[dict[str, Any]] = cover["raters"]  # type: ignore[assignment]
     kinds = Counter(r["kind"] for r in raters)
-    out += [
+    out = [
+        "## Collection process",
+        "",
         f"- {cover['with_clinician']} of {cover['conversations']} conversations have a "
         f"clinician rating; {cover['with_two_clinicians']} have two or more (the overlap on "
         "which agreement among clinicians is measured). "
@@ -186,10 +215,11 @@ def datasheet_markdown(
             "clinician-rated conversation as labelled.",
             "",
         ]
+    return out
 
-    out += clinicians_section(study)
 
-    out += ["### Self-preference exclusions", ""]
+def _exclusions(*, judges: Mapping[str, str], exclusions: Mapping[str, set[str]]) -> list[str]:
+    out = ["### Self-preference exclusions", ""]
     out.append("A judge is not compared with the clinicians on responses by its own model family:")
     out.append("")
     out += _table(
@@ -197,9 +227,13 @@ def datasheet_markdown(
         [(name, ", ".join(sorted(exclusions.get(name, ()))) or "none") for name in judges],
     )
     out.append("")
+    return out
 
-    out += ["## Preprocessing and labelling", ""]
-    out += [
+
+def _preprocessing() -> list[str]:
+    return [
+        "## Preprocessing and labelling",
+        "",
         "- A clinician's cell holds their scores as JSON (with their rationale as "
         "`Explanation`), or an imported cell's text exactly as it was imported; `[not rated]` "
         "marks a response the clinician gave no submitted rating, `[flagged]` a conversation "
@@ -213,9 +247,9 @@ def datasheet_markdown(
         "",
     ]
 
-    out += adjudication_section(study, counts.get("adjudication"))
 
-    out += ["## Reliability", ""]
+def _reliability(*, study: Study) -> list[str]:
+    out = ["## Reliability", ""]
     table = reliability_for_datasheet(study=study)
     if table.empty:
         out.append("No judge scores are paired with clinician scores in this study.")
@@ -229,8 +263,28 @@ def datasheet_markdown(
         out.append("")
         out += _table(TABLE_COLUMNS, table[list(TABLE_COLUMNS)].itertuples(index=False))
     out.append("")
+    return out
 
-    out += ["## Files and re-import", ""]
+
+def _files_and_reimport(
+    *,
+    study: Study,
+    files: Sequence[str],
+    judges: Mapping[str, str],
+    exclusions: Mapping[str, set[str]],
+    include_text: bool,
+) -> list[str]:
+    """What each file holds, and the commands that import the release into a new study."""
+    from analysis.release import (
+        ADJUDICATIONS,
+        CHECKSUMS,
+        CONVERSATIONS,
+        FINAL_SCORES,
+        HUMAN,
+        PARQUET,
+    )
+
+    out = ["## Files and re-import", ""]
     described = {
         CONVERSATIONS: "conversations and responses in the MentalBench-100k schema"
         + ("" if include_text else " (response texts left out of this release)"),
@@ -264,15 +318,7 @@ def datasheet_markdown(
             + f" --expect {FINAL_SCORES} {ADJUDICATIONS}"
         )
     out += ["```", ""]
-
-    out += ["## Distribution", "", f"Licence: {LICENCE_PLACEHOLDER}", ""]
-    out += [
-        "## Maintenance",
-        "",
-        f"Written by MentalBench {version[0]} (commit {version[1]}).",
-        "",
-    ]
-    return "\n".join(out)
+    return out
 
 
 def threshold_arguments(study: Study) -> list[str]:

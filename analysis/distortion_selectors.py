@@ -50,12 +50,12 @@ def labelling_runs(*, study: Study) -> list[Run]:
     )
 
 
-def config_name(run: Run) -> str:
+def config_name(*, run: Run) -> str:
     temperature = "default" if run.temperature is None else f"{run.temperature:g}"
     return f"#{run.pk} {run.endpoint.name} T={temperature}"
 
 
-def default_k(n: int) -> int:
+def default_k(*, n: int) -> int:
     """4 of 5 as in the paper (§4.1); the same share, rounded up, for another N."""
     return DEFAULT_K if n == DEFAULT_N else max(1, math.ceil(0.8 * n))
 
@@ -323,9 +323,9 @@ def distortion_report(*, study: Study, k: int | None = None) -> DistortionReport
         n = run.repeats
         config = Configuration(
             run=run,
-            name=config_name(run),
+            name=config_name(run=run),
             n=n,
-            k=min(n, k) if k else default_k(n),
+            k=min(n, k) if k else default_k(n=n),
             conversation_ids=ids,
             runs_by_item=runs_by_item,
             others_verbatim=others,

@@ -61,7 +61,7 @@ def release_start(request: HttpRequest, study_id: int) -> HttpResponse:
             owner=request.user,
             kind=Job.Kind.RELEASE,
             params={**params, "channel": ExportLog.Channel.WEB},
-            digest=job_digest(Job.Kind.RELEASE, params),
+            digest=job_digest(kind=Job.Kind.RELEASE, params=params),
             study=study,
         )
     except JobRefused as exc:

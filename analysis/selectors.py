@@ -139,7 +139,7 @@ def scores_frame(
     attributes = dict(study.rubric.attributes.values_list("id", "name"))
     read = packed_rating_scores(complete, per_rating=len(attributes))
     if read is None:
-        read = plain_rating_scores(complete)
+        read = plain_rating_scores(ratings=complete)
     (conversation, responder, rater), at = read.rating_columns, read.at
     attribute, score = read.attribute, read.value.astype(np.float64)
     if as_published:
@@ -155,7 +155,7 @@ def scores_frame(
     return _frame(study, (conversation, responder, rater), at, attribute, score, attributes)
 
 
-def plain_rating_scores(ratings: QuerySet[Rating]) -> RatingScores:
+def plain_rating_scores(*, ratings: QuerySet[Rating]) -> RatingScores:
     """The plain read (SQLite, or scores that cannot be packed): the ratings, then their
     scores, matched by rating id; the same arrays as `copy_read.packed_rating_scores`."""
     rating_id, conversation, responder, rater = plain_columns(
@@ -180,7 +180,7 @@ def plain_rating_scores(ratings: QuerySet[Rating]) -> RatingScores:
     return RatingScores((conversation, responder, rater), at[found], attribute[found], value[found])
 
 
-def published_cell_scores(raw: str | None, attributes: Sequence[str]) -> dict[str, float]:
+def published_cell_scores(*, raw: str | None, attributes: Sequence[str]) -> dict[str, float]:
     """One released cell read exactly as the MentalAlign-70k authors' analysis script did.
 
     Their `_parse_rating`: strip; if the cell starts with "```json", delete every "```json" and
@@ -227,7 +227,7 @@ def _published_cells(study: Study, q: Q) -> tuple[np.ndarray, np.ndarray]:
     ids: list[tuple[int, int, int, int]] = []
     values: list[float] = []
     for conversation, responder, rater, raw in rows.iterator(chunk_size=2000):
-        for name, value in published_cell_scores(raw, list(attributes)).items():
+        for name, value in published_cell_scores(raw=raw, attributes=list(attributes)).items():
             ids.append((conversation, responder, rater, attributes[name]))
             values.append(value)
     return np.array(ids, dtype=np.int64).reshape(len(ids), 4), np.array(values, dtype=np.float64)
@@ -360,7 +360,7 @@ def invalid_clinician_cells(*, study: Study) -> dict[str, int]:
     total = zeros = 0
     for raw in rows.iterator(chunk_size=2000):
         total += 1
-        numbers = published_cell_scores(raw, attributes).values()
+        numbers = published_cell_scores(raw=raw, attributes=attributes).values()
         if numbers and all(v == 0 for v in numbers):
             zeros += 1
     return {"invalid": total, "all_zero": zeros}
@@ -388,7 +388,7 @@ def judge_cells_published_drops(*, study: Study) -> int:
     ).values_list("raw_output", flat=True)
     attributes = attribute_names(study=study)
     return sum(
-        len(published_cell_scores(raw, attributes)) < len(attributes)
+        len(published_cell_scores(raw=raw, attributes=attributes)) < len(attributes)
         for raw in rows.iterator(chunk_size=2000)
     )
 
@@ -763,14 +763,14 @@ def _report_key(*, study: Study, filters: Filters, params: ReportParams, version
     # (keyed without it) held names and must never be served again. "answer": entries cached
     # before the answer table existed lack it.
     return "analysis:report:coded:answer:" + ":".join(
-        map(str, (study.pk, version, filters.key(), *astuple_params(params)))
+        map(str, (study.pk, version, filters.key(), *astuple_params(params=params)))
     )
 
 
 REPORT_CACHE_SECONDS = 24 * 3600
 
 
-def astuple_params(params: ReportParams) -> tuple[int, int, bool, bool]:
+def astuple_params(*, params: ReportParams) -> tuple[int, int, bool, bool]:
     return (params.n_boot, params.seed, params.as_published, params.two_stage)
 
 

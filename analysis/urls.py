@@ -1,7 +1,7 @@
 from django.urls import path
 
 from . import views
-from .jobs import views as job_views
+from .jobs.views import job_cancel_view, job_detail, job_download, job_list
 from .judge_assisted.views import judge_assisted_dashboard
 from .release_views import release_page, release_start
 
@@ -23,10 +23,10 @@ urlpatterns = [
     path("studies/<int:study_id>/retest/", views.retest, name="retest"),
     path("studies/<int:study_id>/release/", release_page, name="release"),
     path("studies/<int:study_id>/release/start", release_start, name="release_start"),
-    path("jobs/", job_views.job_list, name="jobs"),
-    path("jobs/<uuid:job_id>/", job_views.job_detail, name="job"),
-    path("jobs/<uuid:job_id>/cancel", job_views.job_cancel_view, name="job_cancel"),
-    path("jobs/<uuid:job_id>/download", job_views.job_download, name="job_download"),
+    path("jobs/", job_list, name="jobs"),
+    path("jobs/<uuid:job_id>/", job_detail, name="job"),
+    path("jobs/<uuid:job_id>/cancel", job_cancel_view, name="job_cancel"),
+    path("jobs/<uuid:job_id>/download", job_download, name="job_download"),
     path("distortions/kappa-f1/", views.kappa_f1, name="kappa_f1"),
     path("distortions/<int:study_id>/", views.distortion_dashboard, name="distortions"),
     path(

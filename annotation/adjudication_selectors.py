@@ -458,7 +458,7 @@ RELEASE_ADJUDICATION_COLUMNS = (
 )
 
 
-def score_text(score: float | None) -> str:
+def score_text(*, score: float | None) -> str:
     """A final score as text: whole numbers without a decimal point, others as the shortest
     text that reads back as the same number, nothing while awaiting adjudication."""
     if score is None:
@@ -474,7 +474,7 @@ def final_score_release_rows(*, study: Study) -> list[tuple[str, ...]]:
             row.conversation,
             row.responder,
             row.attribute,
-            score_text(row.final_score),
+            score_text(score=row.final_score),
             row.provenance,
             row.reason,
             "true" if row.rubric_needs_change else "false",

@@ -28,7 +28,7 @@ from .selectors import NOT_COUNTED, label_changes, rating_changes
 from .topup import TopUpSummary, topup_summary
 
 
-def study_get(pk: str | int | None) -> Study | None:
+def study_get(*, pk: str | int | None) -> Study | None:
     """The study with primary key `pk` (a request's ?study= or posted field), if it exists."""
     return Study.objects.filter(pk=pk).first() if pk and str(pk).isdigit() else None
 
@@ -37,11 +37,11 @@ def studies_all() -> list[Study]:
     return list(Study.objects.all())
 
 
-def assignment_get(pk: int) -> Assignment | None:
+def assignment_get(*, pk: int) -> Assignment | None:
     return Assignment.objects.select_related("conversation").filter(pk=pk).first()
 
 
-def active_user_get(pk: int) -> User | None:
+def active_user_get(*, pk: int) -> User | None:
     return get_user_model().objects.filter(pk=pk, is_active=True).first()
 
 
@@ -137,7 +137,7 @@ RATING_CHANGE_HEADER = (
 )  # fmt: skip
 
 
-def label_change_rows(changes: QuerySet[LabelChange]) -> Iterator[list[object]]:
+def label_change_rows(*, changes: QuerySet[LabelChange]) -> Iterator[list[object]]:
     for c in changes.iterator(chunk_size=2000):
         conversation = c.annotation.conversation
         yield [
@@ -152,7 +152,7 @@ def label_change_rows(changes: QuerySet[LabelChange]) -> Iterator[list[object]]:
         ]
 
 
-def rating_change_rows(changes: QuerySet[RatingChange]) -> Iterator[list[object]]:
+def rating_change_rows(*, changes: QuerySet[RatingChange]) -> Iterator[list[object]]:
     for c in changes.iterator(chunk_size=2000):
         response = c.rating.response
         yield [

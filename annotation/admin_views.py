@@ -61,7 +61,7 @@ ASSIGNMENTS_SHOWN = 500
 
 def study_from_request(request: HttpRequest) -> Study | None:
     """The study a manage page was asked about (?study= or a posted field), if it exists."""
-    return study_get(request.GET.get("study") or request.POST.get("study"))
+    return study_get(pk=request.GET.get("study") or request.POST.get("study"))
 
 
 # A one-time set-password link, kept in the session from the invite (or reset) until the study
@@ -196,7 +196,7 @@ def sample_draw(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 def _rater_action(request: HttpRequest, pk: int, action) -> HttpResponse:
-    assignment = assignment_get(pk)
+    assignment = assignment_get(pk=pk)
     if assignment is None:
         raise Http404("No such assignment")
     form = RaterChoiceForm(request.POST)
@@ -265,7 +265,7 @@ def invite(request: AuthenticatedHttpRequest) -> HttpResponse:
 @role_required(ADMIN)
 def reset_link(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     # Issuing the link changes nothing yet; it works once, until the password is set.
-    user = active_user_get(pk)
+    user = active_user_get(pk=pk)
     if user is None:
         raise Http404("No such account")
     return _show_link_once(request, user)
@@ -303,12 +303,12 @@ def audit(request: HttpRequest) -> HttpResponse:
         if wanted == "labels-csv":
             body = csv_text(
                 LABEL_CHANGE_HEADER,
-                label_change_rows(audit_label_changes(where=where, newest_first=False)),
+                label_change_rows(changes=audit_label_changes(where=where, newest_first=False)),
             )
             return csv_attachment(body, filename="label-changes.csv")
         body = csv_text(
             RATING_CHANGE_HEADER,
-            rating_change_rows(audit_rating_changes(where=where, newest_first=False)),
+            rating_change_rows(changes=audit_rating_changes(where=where, newest_first=False)),
         )
         return csv_attachment(body, filename="rating-changes.csv")
     changes = audit_rating_changes(where=where, newest_first=True)

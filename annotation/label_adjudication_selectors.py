@@ -35,7 +35,7 @@ __all__ = [
 
 
 def clinicians_agreed_labels(
-    label_lists: Sequence[Sequence[str]], *, scheme: str, names: Sequence[str]
+    *, label_lists: Sequence[Sequence[str]], scheme: str, names: Sequence[str]
 ) -> list[str] | None:
     """The labels two or more clinicians agree on, or None when they disagree.
 
@@ -113,7 +113,10 @@ def _disputed(
         cid
         for cid, rows in by_message.items()
         if len(rows) >= 2
-        and clinicians_agreed_labels([r.labels for r in rows], scheme=scheme, names=names) is None
+        and clinicians_agreed_labels(
+            label_lists=[r.labels for r in rows], scheme=scheme, names=names
+        )
+        is None
     }
 
 
@@ -300,7 +303,7 @@ def gold_labels(*, study: Study, names: Sequence[str] | None = None) -> dict[int
             out[cid] = GoldLabel(list(rows[0].labels), SINGLE, n)
         else:
             agreed = clinicians_agreed_labels(
-                [r.labels for r in rows], scheme=study.label_scheme, names=names
+                label_lists=[r.labels for r in rows], scheme=study.label_scheme, names=names
             )
             out[cid] = GoldLabel(agreed or [], CONSENSUS if agreed else AWAITING, n)
     return out

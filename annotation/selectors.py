@@ -80,7 +80,7 @@ TASK_KINDS: dict[str, tuple[str, str]] = {
 }
 
 
-def task_kind(assignment: Assignment) -> str:
+def task_kind(*, assignment: Assignment) -> str:
     """What kind of task an assignment is to the clinician (a key of TASK_KINDS)."""
     if assignment.kind == Assignment.Kind.PRACTICE:
         return "practice"
@@ -136,7 +136,7 @@ def progress_for_user(*, user, kind: str | None = None) -> Progress:
         .exclude(status__in=NOT_COUNTED)
         .only("kind", "part", "status", "conversation__study__kind")
     ):
-        pair = counts[task_kind(assignment)]
+        pair = counts[task_kind(assignment=assignment)]
         pair[1] += 1
         pair[0] += assignment.status == Assignment.Status.SUBMITTED
     return Progress(
@@ -155,7 +155,7 @@ def next_assignment_for_user(*, user, kind: str | None = None) -> Assignment | N
     practice_first = Case(When(kind=Assignment.Kind.PRACTICE, then=0), default=1)
     ordered = list(open_.order_by(practice_first, "status", "created_at", "token"))
     if kind is not None and ordered and ordered[0].kind != Assignment.Kind.PRACTICE:
-        same = [a for a in ordered if task_kind(a) == kind]
+        same = [a for a in ordered if task_kind(assignment=a) == kind]
         if same:
             return same[0]
     return ordered[0] if ordered else None
@@ -190,7 +190,7 @@ def queue_for_user(*, user) -> Queue:
 
     openable = set(assignments_for_user(user=user).values_list("pk", flat=True))
     rows = [
-        QueueRow(a, task_kind(a), a.pk not in openable)
+        QueueRow(a, task_kind(assignment=a), a.pk not in openable)
         for a in _own(user=user).order_by("created_at", "token")
     ]
     failed = set(

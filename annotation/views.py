@@ -158,7 +158,7 @@ def _import_upload(request: HttpRequest, handler: UploadLimitHandler) -> HttpRes
 def _rating_context(request: HttpRequest, assignment, **extra) -> dict:
     return {
         "page": rating_page(assignment=assignment),
-        "progress": progress_for_user(user=request.user, kind=task_kind(assignment)),
+        "progress": progress_for_user(user=request.user, kind=task_kind(assignment=assignment)),
         "flag_form": extra.pop("flag_form", None) or FlagForm(),
         **extra,
     }
@@ -204,7 +204,7 @@ def _is_labelling(assignment) -> bool:
 def _label_context(request: HttpRequest, assignment, **extra) -> dict:
     return {
         "page": label_page(assignment=assignment),
-        "progress": progress_for_user(user=request.user, kind=task_kind(assignment)),
+        "progress": progress_for_user(user=request.user, kind=task_kind(assignment=assignment)),
         "flag_form": extra.pop("flag_form", None) or FlagForm(),
         **extra,
     }
@@ -414,7 +414,7 @@ def heartbeat(request: HttpRequest, token: str) -> HttpResponse:
 def _to_next(request: HttpRequest, *, after) -> HttpResponse:
     """The next task, of the same kind as the one just finished where one is open: after a
     message is labelled, the next message to label, not a conversation of seventy scores."""
-    following = next_assignment_for_user(user=request.user, kind=task_kind(after))
+    following = next_assignment_for_user(user=request.user, kind=task_kind(assignment=after))
     if following is None:
         return redirect("annotation:queue")
     return redirect("annotation:rate", token=following.token)

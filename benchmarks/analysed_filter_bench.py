@@ -23,8 +23,7 @@ def main() -> None:
     harness.django_setup(**harness.database_env(args.db))
     from django.db.models import Q
 
-    import analysis.export as export
-    import analysis.selectors as selectors
+    from analysis import export, selectors
     from annotation.models import Study
 
     if not Study.objects.filter(name=report_bench.STUDY).exists():

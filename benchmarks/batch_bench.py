@@ -62,7 +62,7 @@ def phase_batch(study_id: int, endpoint_id: int) -> dict:
     from annotation.models import Rating, Score
     from judging import services
     from judging.models import ModelEndpoint, ProviderBatch, Run
-    from judging.providers import batch as batch_providers
+    from judging.providers import batch_api
     from judging.services import batch
 
     endpoint = ModelEndpoint.objects.get(id=endpoint_id)
@@ -70,11 +70,11 @@ def phase_batch(study_id: int, endpoint_id: int) -> dict:
     run = services.judge_run_create(study_id=study_id, endpoint=endpoint, mode=Run.Mode.BATCH)
     built = time.perf_counter() - started
     batches = list(ProviderBatch.objects.filter(run=run).order_by("id"))
-    config = services.endpoint_config(endpoint)
-    sdk = batch_providers.client(config)
+    config = services.endpoint_config(endpoint=endpoint)
+    sdk = batch_api.client(config)
     started = time.perf_counter()
     for record in batches:
-        state = batch_providers.retrieve(sdk, config, batch_id=record.provider_batch_id)
+        state = batch_api.retrieve(sdk, config, batch_id=record.provider_batch_id)
         assert state.state == "ended", state
     provider = time.perf_counter() - started
     # What beat does: one poll task per batch, run by as many worker processes at once (here

@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     args = parser.parse_args()
     harness.django_setup()
-    from analysis.judge_assisted import estimator as ja
+    from analysis.judge_assisted import estimator
     from analysis.judge_assisted.selectors import judge_names
     from analysis.selectors import Filters, attribute_names, exclusions_for, scores_frame
     from annotation.models import Study
@@ -45,19 +45,23 @@ def main() -> None:
           f"{frame.conversation.nunique():,} conversations, {frame.responder.nunique()} "
           f"responders, {len(attributes)} attributes, judges {', '.join(judges)}\n")  # fmt: skip
 
-    med, best = _median(lambda: ja.score_codes(frame), args.runs)
+    med, best = _median(lambda: estimator.score_codes(frame), args.runs)
     print(f"factorise the frame once (score_codes): median {med:.3f} s, fastest {best:.3f} s")
-    codes = ja.score_codes(frame)
+    codes = estimator.score_codes(frame)
 
     def table(source, chosen):
-        arrays = ja.cell_arrays(source, judges=chosen, attributes=attributes, exclusions=exclusions)
-        return ja.means_table(arrays, judges=chosen, attributes=attributes)
+        arrays = estimator.cell_arrays(
+            source, judges=chosen, attributes=attributes, exclusions=exclusions
+        )
+        return estimator.means_table(arrays, judges=chosen, attributes=attributes)
 
     def everything(chosen):
-        arrays = ja.cell_arrays(codes, judges=chosen, attributes=attributes, exclusions=exclusions)
-        means = ja.means_table(arrays, judges=chosen, attributes=attributes)
-        diffs = ja.differences_table(arrays, judges=chosen, attributes=attributes)
-        return ja.ranking_table(means, diffs)
+        arrays = estimator.cell_arrays(
+            codes, judges=chosen, attributes=attributes, exclusions=exclusions
+        )
+        means = estimator.means_table(arrays, judges=chosen, attributes=attributes)
+        diffs = estimator.differences_table(arrays, judges=chosen, attributes=attributes)
+        return estimator.ranking_table(means, diffs)
 
     print("\n| judges | cells | means table from codes | from the string frame "
           "| means + differences + ranking |")  # fmt: skip

@@ -72,15 +72,15 @@ def shipped_coverage(arrays, attributes, judges, design: str, share: float, reps
                      seed: int) -> dict:  # fmt: skip
     """Coverage of the command's intervals (bounded, the product's; and plain t for comparison)
     over ``reps`` samples of the given design and share, per cell; the estimator is
-    ``judge_assisted.means_table`` itself. The truth of a cell is the mean of every clinician
+    ``estimator.means_table`` itself. The truth of a cell is the mean of every clinician
     score of it: the command's default-mode estimate on the full data."""
     import dataclasses
 
     import pandas as pd
 
-    from analysis.judge_assisted import estimator as judge_assisted
+    from analysis.judge_assisted import estimator
 
-    full = judge_assisted.means_table(arrays, judges=judges, attributes=attributes)
+    full = estimator.means_table(arrays, judges=judges, attributes=attributes)
     truth = full.set_index(["responder", "attribute"])["clinician_only_estimate"]
     conversations = arrays.y.index.get_level_values("conversation")
     conv_code, conv_uni = pd.factorize(conversations)
@@ -100,7 +100,7 @@ def shipped_coverage(arrays, attributes, judges, design: str, share: float, reps
         sample = dataclasses.replace(arrays, labelled=mask)
         widths = {}
         for interval in ("bounded", "t"):
-            table = judge_assisted.means_table(
+            table = estimator.means_table(
                 sample, judges=judges, attributes=attributes, interval=interval
             ).set_index(["responder", "attribute"])
             table = table[np.isfinite(table["estimate"])]

@@ -139,7 +139,7 @@ def main() -> None:
         rubric = study_rubric(study_id=study.id)
         names = [a["name"] for a in rubric]
         attribute_ids = {a["name"]: a["id"] for a in rubric}
-        config = services.endpoint_config(endpoint)
+        config = services.endpoint_config(endpoint=endpoint)
         # One thread, hence one database connection, for every store of this process's loops.
         db_thread = ThreadPoolExecutor(max_workers=1)
 

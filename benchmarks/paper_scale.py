@@ -132,7 +132,11 @@ def main() -> None:
     env = harness.database_env(args.db)
     harness.django_setup(**env)
     from analysis import reports, selectors
-    from analysis.judge_assisted import selectors as jas
+    from analysis.judge_assisted.selectors import (
+        judge_assisted_codes,
+        judge_assisted_report,
+        judge_names,
+    )
     from annotation.models import Score, Study
     from benchmarks import export_floor
 
@@ -144,7 +148,7 @@ def main() -> None:
     n_scores = Score.objects.filter(rating__response__conversation__study=study).count()
     attributes = selectors.attribute_names(study=study)
     exclusions = selectors.exclusions_for(study=study)
-    judges = jas.judge_names(study=study)
+    judges = judge_names(study=study)
     print(f"study {STUDY!r}: {n_scores:,} scores; judges {', '.join(judges)}")
 
     def line(name: str, timing: harness.Timing, beside: str = "") -> None:
@@ -176,15 +180,19 @@ def main() -> None:
     line("whole dashboard bundle from Postgres, uncached", bundle,
          f" — {bundle.median / selector.median:.1f}× the selector; target < 3 s")  # fmt: skip
     assisted = harness.median_of(
-        lambda: jas.judge_assisted_report(study=study, judges=judges), args.runs
+        lambda: judge_assisted_report(study=study, judges=judges), args.runs
     )
-    codes = jas.judge_assisted_codes(study=study, judges=judges)
-    from analysis.judge_assisted import estimator as ja
+    codes = judge_assisted_codes(study=study, judges=judges)
+    from analysis.judge_assisted import estimator
 
     def in_memory():
-        arrays = ja.cell_arrays(codes, judges=judges, attributes=attributes, exclusions=exclusions)
-        means = ja.means_table(arrays, judges=judges, attributes=attributes)
-        ja.ranking_table(means, ja.differences_table(arrays, judges=judges, attributes=attributes))
+        arrays = estimator.cell_arrays(
+            codes, judges=judges, attributes=attributes, exclusions=exclusions
+        )
+        means = estimator.means_table(arrays, judges=judges, attributes=attributes)
+        estimator.ranking_table(
+            means, estimator.differences_table(arrays, judges=judges, attributes=attributes)
+        )
 
     line("judge-assisted report, 4 judges, from Postgres", assisted, "; target < 1 s")
     memory = harness.median_of(in_memory, args.runs)

@@ -42,18 +42,18 @@ def means_ratios(
     pilot: int, target: float, rng: np.random.Generator,
 ) -> pd.DataFrame:  # fmt: skip
     """Predicted ÷ realised half-width per cell and method, for one random labelling order."""
-    from analysis.judge_assisted import estimator as ja
+    from analysis.judge_assisted import estimator
     from analysis.planner import planner_table
     from analysis.ppi import z_value
 
     order = list(rng.permutation(conversations))
 
     def means(n: int) -> pd.DataFrame:
-        arrays = ja.cell_arrays(
+        arrays = estimator.cell_arrays(
             codes, judges=judges, attributes=attributes, exclusions=exclusions,
             labelled=order[:n],
         )  # fmt: skip
-        return ja.means_table(arrays, judges=judges, attributes=attributes)
+        return estimator.means_table(arrays, judges=judges, attributes=attributes)
 
     plan = planner_table(means(pilot), target_half_width=target)
     z = z_value(0.05)

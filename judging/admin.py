@@ -2,13 +2,13 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from .forms import EndpointForm as ModelEndpointForm
+from .forms import EndpointForm
 from .models import ModelEndpoint, ProviderBatch, Run, RunItem
 
 
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(admin.ModelAdmin):
-    form = ModelEndpointForm
+    form = EndpointForm
     list_display = ["name", "provider", "model", "family", "base_url", "has_key", "enabled"]
     list_filter = ["enabled", "provider", "family"]
 

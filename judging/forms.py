@@ -161,7 +161,7 @@ class _ExecutionFields(forms.Form):
 class JudgeRunForm(_ExecutionFields):
     study = forms.ModelChoiceField(queryset=Study.objects.all())
     endpoint = forms.ModelChoiceField(
-        queryset=endpoints_for_launch(Run.Kind.JUDGE), label="Judge endpoint"
+        queryset=endpoints_for_launch(kind=Run.Kind.JUDGE), label="Judge endpoint"
     )
     subset = forms.ChoiceField(
         choices=[
@@ -202,7 +202,7 @@ class LabellingRunForm(_ExecutionFields):
         help_text="a cognitive-distortion labelling study (its scheme picks the RLP or MLP)",
     )
     endpoint = forms.ModelChoiceField(
-        queryset=endpoints_for_launch(Run.Kind.LABELLING), label="Endpoint"
+        queryset=endpoints_for_launch(kind=Run.Kind.LABELLING), label="Endpoint"
     )
     subset = forms.ChoiceField(
         choices=[
@@ -243,7 +243,7 @@ class LabellingRunForm(_ExecutionFields):
 class GenerationRunForm(_ExecutionFields):
     study = forms.ModelChoiceField(queryset=Study.objects.all())
     endpoints = forms.ModelMultipleChoiceField(
-        queryset=endpoints_for_launch(Run.Kind.GENERATION),
+        queryset=endpoints_for_launch(kind=Run.Kind.GENERATION),
         widget=forms.CheckboxSelectMultiple,
         help_text="one run per model; only conversations without its response are generated",
     )

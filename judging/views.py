@@ -63,7 +63,7 @@ def _took(run: Run, *, finished: int) -> str | None:
 def _run_context(run: Run) -> dict:
     progress = selectors.run_progress(run=run)
     silent = run.silent_for(timezone.now())
-    price = prices.endpoint_prices(run.endpoint)
+    price = prices.endpoint_prices(endpoint=run.endpoint)
     priced = price.batch_known if run.is_batch else price.known
     return {
         # No loop heard of for longer than a lease: its workers died or are all busy.
@@ -79,9 +79,11 @@ def _run_context(run: Run) -> dict:
         # A settled run has nothing left to estimate: how long it took, and at what rate.
         "took": _took(run, finished=progress.done + progress.failed),
         # "price unknown" rather than the 0 an unpriced endpoint's items hold.
-        "cost": prices.usd(progress.cost_usd if priced else None),
-        "billed_cost": prices.usd(progress.billed_cost_usd if priced else None),
-        "estimate": costs.estimate_display(run.cost_estimate) if run.cost_estimate else None,
+        "cost": prices.usd(amount=progress.cost_usd if priced else None),
+        "billed_cost": prices.usd(amount=progress.billed_cost_usd if priced else None),
+        "estimate": costs.estimate_display(estimate=run.cost_estimate)
+        if run.cost_estimate
+        else None,
         "failures": selectors.run_failures(run=run, limit=50),
         "reasons": selectors.run_failure_reasons(run=run),
         "poll": run.is_active,
@@ -154,14 +156,14 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _launch_context(request: HttpRequest, kind: str, **context) -> dict:
     """What every launch page shows beside its form: the endpoints it may use, with prices."""
     usable = [
-        {"endpoint": e, "prices": prices.endpoint_prices(e)}
-        for e in endpoints.endpoints_for_launch(kind)
+        {"endpoint": e, "prices": prices.endpoint_prices(endpoint=e)}
+        for e in endpoints.endpoints_for_launch(kind=kind)
     ]
     return {
         "kind": kind,
         "usable_endpoints": usable,
         "disabled_count": ModelEndpoint.objects.filter(enabled=False).count(),
-        "can_add_endpoint": endpoints.user_can_add_endpoints(request.user),
+        "can_add_endpoint": endpoints.user_can_add_endpoints(user=request.user),
         "prices_taken": prices.PRICES_TAKEN,
         **context,
     }
@@ -174,7 +176,7 @@ def _initial(request: HttpRequest, form_class: type[forms.Form], kind: str) -> d
     study = request.GET.get("study", "")
     if study.isdigit() and "study" in form_class.base_fields:
         initial["study"] = int(study)
-    usable = list(endpoints.endpoints_for_launch(kind)[:2])
+    usable = list(endpoints.endpoints_for_launch(kind=kind)[:2])
     if len(usable) == 1 and "endpoint" in form_class.base_fields:
         initial["endpoint"] = usable[0].pk
     return initial
@@ -250,7 +252,7 @@ def run_estimate(request: HttpRequest, kind: str) -> HttpResponse:
         except services.RunError as exc:
             context["missing"] = str(exc)
         else:
-            context["estimate"] = costs.estimate_display(estimate) if estimate else None
+            context["estimate"] = costs.estimate_display(estimate=estimate) if estimate else None
     else:
         context["missing"] = _estimate_missing(form)
     return _part(
@@ -361,7 +363,8 @@ def _require(request: HttpRequest, allowed: bool) -> None:
 
 def _endpoint_rows() -> list[dict]:
     return [
-        {"endpoint": e, "prices": prices.endpoint_prices(e)} for e in endpoints.endpoints_list()
+        {"endpoint": e, "prices": prices.endpoint_prices(endpoint=e)}
+        for e in endpoints.endpoints_list()
     ]
 
 
@@ -372,8 +375,8 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
         "judging/endpoints.html",
         {
             "rows": _endpoint_rows(),
-            "can_add": endpoints.user_can_add_endpoints(request.user),
-            "can_change": endpoints.user_can_change_endpoints(request.user),
+            "can_add": endpoints.user_can_add_endpoints(user=request.user),
+            "can_change": endpoints.user_can_change_endpoints(user=request.user),
             "prices_taken": prices.PRICES_TAKEN,
             "prices_source": prices.PRICES_SOURCE,
             "list_prices": prices.list_price_table(),
@@ -410,19 +413,21 @@ def _endpoint_form_page(
 
 @role_required(ADMIN)
 def endpoint_new(request: HttpRequest) -> HttpResponse:
-    return _endpoint_form_page(request, None, endpoints.user_can_add_endpoints(request.user))
+    return _endpoint_form_page(request, None, endpoints.user_can_add_endpoints(user=request.user))
 
 
 @role_required(ADMIN)
 def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(ModelEndpoint, pk=pk)
-    return _endpoint_form_page(request, endpoint, endpoints.user_can_change_endpoints(request.user))
+    return _endpoint_form_page(
+        request, endpoint, endpoints.user_can_change_endpoints(user=request.user)
+    )
 
 
 @require_POST
 @role_required(ADMIN)
 def endpoint_enabled(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request, endpoints.user_can_change_endpoints(request.user))
+    _require(request, endpoints.user_can_change_endpoints(user=request.user))
     endpoint = get_object_or_404(ModelEndpoint, pk=pk)
     enabled = request.POST.get("enabled") == "1"
     endpoints.endpoint_set_enabled(endpoint_id=endpoint.pk, enabled=enabled)

@@ -54,9 +54,9 @@ def force_login_with_second_factor(self: Client, user, backend=None) -> None:
     force_login_password_only(self, user, backend)
     from accounts.selectors import two_factor_required, user_has_totp
 
-    if two_factor_required(user):
+    if two_factor_required(user=user):
         totp_enrol(user)
-    if user_has_totp(user):
+    if user_has_totp(user=user):
         session_record_second_factor(self, user)
 
 

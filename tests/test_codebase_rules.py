@@ -1,4 +1,4 @@
-"""Two rules of docs/architecture.md:
+"""Three rules of docs/architecture.md:
 
 - A module's underscore names are its own: no module imports another module's private name
   (`from x import _name`), reads one through a module (`x._name`) or patches one
@@ -10,6 +10,10 @@
   apps reads `django.conf.settings` (tests and benchmarks set up environments, so they may).
   The one exception is the deliberate lookup of the environment variable an admin named as an
   endpoint's API key, `judging.api_keys.environment_value`.
+- The public functions of services and selectors modules (`services.py`, `services/*.py`,
+  `*selectors*.py` in the apps) take keyword arguments only: a call names what it passes, so two
+  arguments of one type cannot be swapped unseen, and a parameter can be added or reordered
+  without reading every caller. Methods, nested functions and private helpers are free.
 
 The checks parse the source (ast): nothing is imported, so a violation in a module that no test
 imports is found too. Each finding names file:line.
@@ -33,6 +37,15 @@ ENV_NAMES = {"environ", "environb", "getenv", "getenvb"}
 # Calls that replace an attribute: mock.patch("a.b._c"), mock.patch.object(m, "_c"),
 # monkeypatch.setattr(m, "_c", …) or ("a.b._c", …), monkeypatch.delattr(…).
 PATCHERS = {"patch", "object", "setattr", "delattr"}
+# The apps whose services and selectors modules take keyword arguments only.
+SERVICE_APPS = ("annotation", "judging", "analysis", "accounts")
+# (file, function) of a services or selectors module that may take a parameter by position, each
+# with the calling convention (a framework's, a callback's) that needs it.
+POSITIONAL_ALLOWED: dict[tuple[str, str], str] = {
+    # An account function on its way to `accounts`, whose move makes it keyword-only there; the
+    # admin form and the allauth adapter call it positionally until then.
+    ("annotation/services/rating.py", "username_clean"): "moving to accounts",
+}
 
 
 def _is_private(name: str) -> bool:
@@ -162,6 +175,36 @@ def _patched(node: ast.AST, modules: dict[str, str]) -> tuple[str, str] | None:
     if not (isinstance(root, ast.Name) and root.id in modules):
         return None
     return ast.unparse(first).replace(root.id, modules[root.id], 1), second.value
+
+
+def is_service_or_selector(path: str) -> bool:
+    """Whether the module at `path` is a services or selectors module of the apps."""
+    parts = path.split("/")
+    return parts[0] in SERVICE_APPS and (
+        parts[-1] == "services.py"
+        or (len(parts) > 2 and parts[-2] == "services")
+        or "selectors" in parts[-1]
+    )
+
+
+def positional_parameters(source: str, path: str) -> list[str]:
+    """'path:line: name(parameters)' for each public function of the services or selectors
+    module at `path` that takes a parameter by position and is not in POSITIONAL_ALLOWED."""
+    if not is_service_or_selector(path):
+        return []
+    found: list[str] = []
+    for node in ast.parse(source, filename=path).body:  # module level: methods are free
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if node.name.startswith("_") or (path, node.name) in POSITIONAL_ALLOWED:
+            continue
+        args = node.args
+        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+        if args.vararg:
+            positional.append(f"*{args.vararg.arg}")
+        if positional:
+            found.append(f"{path}:{node.lineno}: {node.name}({', '.join(positional)})")
+    return found
 
 
 def _modules() -> list[Path]:
@@ -305,6 +348,90 @@ def test_the_check_finds(path: str, source: str, expected: list[str]) -> None:
 )
 def test_the_check_allows(path: str, source: str) -> None:
     assert find_violations(source, path) == []
+
+
+def test_services_and_selectors_take_keyword_arguments_only() -> None:
+    findings = [
+        finding
+        for file in _modules()
+        for finding in positional_parameters(file.read_text(), file.relative_to(ROOT).as_posix())
+    ]
+    assert not findings, "\n".join(
+        ["public services and selectors taking positional parameters (use `*,`):", *findings]
+    )
+
+
+def test_every_positional_exception_exists() -> None:
+    """An allowed exception that no longer takes a positional parameter (or no longer exists)
+    is dropped from POSITIONAL_ALLOWED, so the list stays the set of real exceptions."""
+    stale = []
+    for path, name in POSITIONAL_ALLOWED:
+        file = ROOT / path
+        functions = {
+            node.name: node
+            for node in (ast.parse(file.read_text()).body if file.is_file() else [])
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+        node = functions.get(name)
+        if node is None or not (node.args.posonlyargs or node.args.args or node.args.vararg):
+            stale.append(f"{path}: {name}")
+    assert not stale, stale
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        (
+            "judging/services/batch.py",
+            "def run_start(run):\n    pass\n",
+            ["judging/services/batch.py:1: run_start(run)"],
+        ),
+        (
+            "analysis/selectors.py",
+            "async def rows(ids, *, study):\n    pass\n",
+            ["analysis/selectors.py:1: rows(ids)"],
+        ),
+        (
+            "accounts/services.py",
+            "def log(*events, user):\n    pass\n\ndef f(a, /, b):\n    pass\n",
+            ["accounts/services.py:1: log(*events)", "accounts/services.py:4: f(a, b)"],
+        ),
+        (
+            "annotation/admin_selectors.py",
+            "def study_get(pk=None):\n    pass\n",
+            ["annotation/admin_selectors.py:1: study_get(pk)"],
+        ),
+        (
+            "analysis/jobs/services.py",
+            "def job_digest(kind, params):\n    pass\n",
+            ["analysis/jobs/services.py:1: job_digest(kind, params)"],
+        ),
+    ],
+)
+def test_the_keyword_check_finds(path: str, source: str, expected: list[str]) -> None:
+    assert positional_parameters(source, path) == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "source"),
+    [
+        ("judging/services/batch.py", "def run_start(*, run):\n    pass\n"),
+        ("judging/services/batch.py", "def f():\n    pass\n"),
+        # Private helpers, methods and nested functions are the module's own business.
+        ("judging/services/batch.py", "def _spec(plan):\n    pass\n"),
+        ("judging/services/prices.py", "class Prices:\n    def shown(self, unit):\n        pass\n"),
+        ("analysis/selectors.py", "def f(*, a):\n    def key(row):\n        pass\n"),
+        # Only services and selectors modules: views and tasks follow their frameworks.
+        ("judging/views.py", "def run_page(request, pk):\n    pass\n"),
+        ("judging/tasks.py", "def run_work(run_id):\n    pass\n"),
+        ("scoring/parsing.py", "def parse(text):\n    pass\n"),
+        ("tests/judging/test_services.py", "def helper(run):\n    pass\n"),
+        # An allowed exception.
+        *[(path, f"def {name}(x):\n    pass\n") for path, name in POSITIONAL_ALLOWED],
+    ],
+)
+def test_the_keyword_check_allows(path: str, source: str) -> None:
+    assert positional_parameters(source, path) == []
 
 
 def test_the_llama_cpp_build_flags_are_written_once() -> None:

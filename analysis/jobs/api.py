@@ -144,7 +144,7 @@ class JobViewSet(
                 owner=request.user,
                 kind=Job.Kind.RELEASE,
                 params={**params, "channel": ExportLog.Channel.API},
-                digest=job_digest(Job.Kind.RELEASE, params),
+                digest=job_digest(kind=Job.Kind.RELEASE, params=params),
                 study=study,
             ),
         )

@@ -44,7 +44,7 @@ class JobRefused(ValueError):
     to do."""
 
 
-def job_digest(kind: str, params: dict[str, Any], inputs: Iterable[bytes] = ()) -> str:
+def job_digest(*, kind: str, params: dict[str, Any], inputs: Iterable[bytes] = ()) -> str:
     """What makes two requests the same: the kind, the parameters, the bytes of any upload."""
     hasher = hashlib.sha256(kind.encode())
     hasher.update(json.dumps(params, sort_keys=True, separators=(",", ":")).encode())
@@ -125,7 +125,7 @@ def kappa_f1_job_start(
         owner=owner,
         kind=Job.Kind.KAPPA_F1,
         params=params,
-        digest=job_digest(Job.Kind.KAPPA_F1, params, upload.chunks()),
+        digest=job_digest(kind=Job.Kind.KAPPA_F1, params=params, inputs=upload.chunks()),
         upload=upload,
         upload_name="predictions.csv",
     )
@@ -155,7 +155,7 @@ def report_job_start(
     report has left the cache since (evicted, the cache cleared) no longer holds its result:
     it is expired (its file goes at the next sweep) and a new job starts."""
     values = report_params(study=study, filters=filters, params=params)
-    digest = job_digest(Job.Kind.REPORT, values)
+    digest = job_digest(kind=Job.Kind.REPORT, params=values)
     # Called only on a cache miss, so a finished job of this digest lost its report.
     Job.objects.filter(
         owner_id=owner.pk, digest=digest, state=Job.State.DONE, expires_at__gt=timezone.now()

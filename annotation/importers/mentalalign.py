@@ -90,128 +90,155 @@ def read_workbook(path: Path, *, kind: str, limits: ImportLimits | None = None) 
         _, header = next(rows, (1, None))
         if header is None:
             raise ImportProblem("empty workbook", file=file)
-        check_columns(len(header), file=file, row=1, limits=limits)
-        names = [str(h) if h is not None else "" for h in header]
-        for name in names:
-            check_text(name, file=file, row=1, column=name, limits=limits)
-        stripped = [n.strip() for n in names]
-        for required in ("ConvID", "context"):
-            if required not in stripped:
-                raise ImportProblem(
-                    f"required column {required!r} is missing", file=file, row=1, column=required
-                )
-        prefix = PREFIXES[kind]
-        response_columns = [
-            (i, names[i], s[len(prefix) :]) for i, s in enumerate(stripped) if s.startswith(prefix)
-        ]
-        if not response_columns:
+        columns = _columns(header, kind=kind, file=file, limits=limits)
+        return _read_rows(rows, columns, file=file, limits=limits)
+    finally:
+        book.close()
+
+
+@dataclass
+class _Columns:
+    """Where a workbook's header puts what the importer reads."""
+
+    width: int  # of the header
+    conv_id: int
+    context: int
+    clinician: int | None  # the Clinician column of a human workbook written by release_study
+    responses: list[tuple[int, str, str]]  # (index, header as written, responder key)
+
+
+def _columns(header: tuple, *, kind: str, file: str, limits: ImportLimits) -> _Columns:
+    """Where the header puts each column, once it is checked: its size, the required columns,
+    the responder keys, no column named twice."""
+    check_columns(len(header), file=file, row=1, limits=limits)
+    names = [str(h) if h is not None else "" for h in header]
+    for name in names:
+        check_text(name, file=file, row=1, column=name, limits=limits)
+    stripped = [n.strip() for n in names]
+    for required in ("ConvID", "context"):
+        if required not in stripped:
             raise ImportProblem(
-                f"no {prefix}<key> columns: is this a {kind} workbook?", file=file, row=1
+                f"required column {required!r} is missing", file=file, row=1, column=required
             )
-        for _, column, responder in response_columns:
-            if not responder or len(responder) > KEY_MAX_CHARS:
-                raise ImportProblem(
-                    f"the responder key after {prefix!r} must have 1 to {KEY_MAX_CHARS} "
-                    f"characters, not {len(responder):,}",
-                    file=file,
-                    row=1,
-                    column=column,
-                )
-        check_same_columns(
-            [
-                n
-                for n in names
-                if n.strip() in ("ConvID", "context") or n.strip().startswith(prefix)
-            ],
-            file=file,
+    prefix = PREFIXES[kind]
+    response_columns = [
+        (i, names[i], s[len(prefix) :]) for i, s in enumerate(stripped) if s.startswith(prefix)
+    ]
+    if not response_columns:
+        raise ImportProblem(
+            f"no {prefix}<key> columns: is this a {kind} workbook?", file=file, row=1
         )
-        id_index, context_index = stripped.index("ConvID"), stripped.index("context")
-        clinician_index = (
+    for _, column, responder in response_columns:
+        if not responder or len(responder) > KEY_MAX_CHARS:
+            raise ImportProblem(
+                f"the responder key after {prefix!r} must have 1 to {KEY_MAX_CHARS} "
+                f"characters, not {len(responder):,}",
+                file=file,
+                row=1,
+                column=column,
+            )
+    check_same_columns(
+        [n for n in names if n.strip() in ("ConvID", "context") or n.strip().startswith(prefix)],
+        file=file,
+    )
+    return _Columns(
+        width=len(header),
+        conv_id=stripped.index("ConvID"),
+        context=stripped.index("context"),
+        clinician=(
             stripped.index(CLINICIAN_COLUMN)
             if kind == "human" and CLINICIAN_COLUMN in stripped
             else None
+        ),
+        responses=response_columns,
+    )
+
+
+def _read_rows(
+    rows: Iterator[tuple[int, tuple]], columns: _Columns, *, file: str, limits: ImportLimits
+) -> Workbook:
+    """The rows after the header, each checked, and across rows: one row per clinician and
+    conversation, one context per conversation."""
+    seen: dict[tuple[str, str], int] = {}  # (clinician, ConvID) → row
+    clinicians: dict[str, None] = {}
+    contexts: dict[str, tuple[int, str]] = {}
+    cells: list[Cell] = []
+    cell_count = 0
+    for number, values in rows:
+        check_columns(len(values), file=file, row=number, limits=limits)
+        # Each row counts as wide as the header, empty or not, so a sheet of a million
+        # blank rows is refused like a million full ones.
+        cell_count += max(columns.width, len(values))
+        check_cells(cell_count, file=file, row=number, limits=limits)
+        if all(v is None for v in values):
+            continue
+        conv_key = _conversation_key(values, columns.conv_id, file=file, row=number)
+        clinician = ""
+        if columns.clinician is not None:
+            clinician = _clinician(values, columns.clinician, file=file, row=number)
+            clinicians.setdefault(clinician)
+        check_text(conv_key, file=file, row=number, column="ConvID", limits=limits)
+        if len(conv_key) > ID_MAX_CHARS:
+            raise ImportProblem(
+                f"the id is {len(conv_key):,} characters, more than the {ID_MAX_CHARS} an id "
+                "may have",
+                file=file,
+                row=number,
+                column="ConvID",
+            )
+        if (clinician, conv_key) in seen:
+            raise ImportProblem(
+                f"duplicate ConvID {conv_key}"
+                + (f" for clinician {clinician}" if clinician else "")
+                + f" (first at row {seen[(clinician, conv_key)]})",
+                file=file,
+                row=number,
+                column="ConvID",
+            )
+        seen[(clinician, conv_key)] = number
+        context = _at(values, columns.context)
+        if not isinstance(context, str) or not context.strip():
+            raise ImportProblem(
+                f"expected the conversation's text, got {context!r}",
+                file=file,
+                row=number,
+                column="context",
+            )
+        check_text(context, file=file, row=number, column="context", limits=limits)
+        if conv_key in contexts and contexts[conv_key][1] != context.strip():
+            raise ImportProblem(
+                f"the context of ConvID {conv_key} differs from the one at row "
+                f"{contexts[conv_key][0]}",
+                file=file,
+                row=number,
+                column="context",
+            )
+        contexts.setdefault(conv_key, (number, context.strip()))
+        for index, column, responder in columns.responses:
+            raw = _at(values, index)
+            if raw is not None and not isinstance(raw, str):
+                raw = str(raw)
+            if raw is not None:
+                check_text(raw, file=file, row=number, column=column, limits=limits)
+            cells.append(Cell(number, column, conv_key, responder, raw, clinician))
+    return Workbook(file, contexts, cells, [r for _, _, r in columns.responses], list(clinicians))
+
+
+def _conversation_key(values: tuple, index: int, *, file: str, row: int) -> str:
+    """A row's ConvID as text: a whole number a spreadsheet stored as a float reads as its
+    integer, anything but a number or non-blank text is refused."""
+    conv_id = _at(values, index)
+    if isinstance(conv_id, float) and conv_id.is_integer():
+        conv_id = int(conv_id)
+    if (
+        isinstance(conv_id, bool)
+        or not isinstance(conv_id, int | str)
+        or (isinstance(conv_id, str) and not conv_id.strip())
+    ):
+        raise ImportProblem(
+            f"expected a conversation id, got {conv_id!r}", file=file, row=row, column="ConvID"
         )
-        seen: dict[tuple[str, str], int] = {}  # (clinician, ConvID) → row
-        clinicians: dict[str, None] = {}
-        contexts: dict[str, tuple[int, str]] = {}
-        cells: list[Cell] = []
-        cell_count = 0
-        for number, values in rows:
-            check_columns(len(values), file=file, row=number, limits=limits)
-            # Each row counts as wide as the header, empty or not, so a sheet of a million
-            # blank rows is refused like a million full ones.
-            cell_count += max(len(header), len(values))
-            check_cells(cell_count, file=file, row=number, limits=limits)
-            if all(v is None for v in values):
-                continue
-            conv_id = _at(values, id_index)
-            if isinstance(conv_id, float) and conv_id.is_integer():
-                conv_id = int(conv_id)
-            if (
-                isinstance(conv_id, bool)
-                or not isinstance(conv_id, int | str)
-                or (isinstance(conv_id, str) and not conv_id.strip())
-            ):
-                raise ImportProblem(
-                    f"expected a conversation id, got {conv_id!r}",
-                    file=file,
-                    row=number,
-                    column="ConvID",
-                )
-            conv_key = str(conv_id).strip()
-            clinician = ""
-            if clinician_index is not None:
-                clinician = _clinician(values, clinician_index, file=file, row=number)
-                clinicians.setdefault(clinician)
-            check_text(conv_key, file=file, row=number, column="ConvID", limits=limits)
-            if len(conv_key) > ID_MAX_CHARS:
-                raise ImportProblem(
-                    f"the id is {len(conv_key):,} characters, more than the {ID_MAX_CHARS} an id "
-                    "may have",
-                    file=file,
-                    row=number,
-                    column="ConvID",
-                )
-            if (clinician, conv_key) in seen:
-                raise ImportProblem(
-                    f"duplicate ConvID {conv_key}"
-                    + (f" for clinician {clinician}" if clinician else "")
-                    + f" (first at row {seen[(clinician, conv_key)]})",
-                    file=file,
-                    row=number,
-                    column="ConvID",
-                )
-            seen[(clinician, conv_key)] = number
-            context = _at(values, context_index)
-            if not isinstance(context, str) or not context.strip():
-                raise ImportProblem(
-                    f"expected the conversation's text, got {context!r}",
-                    file=file,
-                    row=number,
-                    column="context",
-                )
-            check_text(context, file=file, row=number, column="context", limits=limits)
-            if conv_key in contexts and contexts[conv_key][1] != context.strip():
-                raise ImportProblem(
-                    f"the context of ConvID {conv_key} differs from the one at row "
-                    f"{contexts[conv_key][0]}",
-                    file=file,
-                    row=number,
-                    column="context",
-                )
-            contexts.setdefault(conv_key, (number, context.strip()))
-            for index, column, responder in response_columns:
-                raw = _at(values, index)
-                if raw is not None and not isinstance(raw, str):
-                    raw = str(raw)
-                if raw is not None:
-                    check_text(raw, file=file, row=number, column=column, limits=limits)
-                cells.append(Cell(number, column, conv_key, responder, raw, clinician))
-        return Workbook(
-            file, contexts, cells, [r for _, _, r in response_columns], list(clinicians)
-        )
-    finally:
-        book.close()
+    return str(conv_id).strip()
 
 
 def _clinician(values: tuple, index: int, *, file: str, row: int) -> str:

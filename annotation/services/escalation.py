@@ -56,7 +56,7 @@ def _item_for(assignment: Assignment, item_token: str) -> tuple[int, bool]:
 
 
 def _audit(*, assignment: Assignment, response_id: int, old: str, new: str, user: User) -> None:
-    rating = form_row_get_or_create(Rating, assignment=assignment, response_id=response_id)
+    rating = form_row_get_or_create(model=Rating, assignment=assignment, response_id=response_id)
     RatingChange.objects.create(
         rating=rating, field="unsafe", old_value=old, new_value=new, changed_by=user
     )
@@ -99,7 +99,7 @@ def escalation_mark(
     reason = reason.strip()[:REASON_MAX_CHARS]
     if not reason:
         raise ValueError("say why this response is unsafe")
-    assignment = assignment_lock_open(assignment)
+    assignment = assignment_lock_open(assignment=assignment)
     if assignment.kind == Assignment.Kind.PRACTICE:
         raise AssignmentLocked(
             "a practice conversation is training material: it cannot be escalated"
@@ -109,7 +109,7 @@ def escalation_mark(
         raise AssignmentLocked(
             "this response was rated and submitted before; it is shown read-only"
         )
-    assignment_touch(assignment, timezone.now())
+    assignment_touch(assignment=assignment, now=timezone.now())
     current = (
         Escalation.objects.select_for_update()
         .filter(rater_id=assignment.rater_id, response_id=response_id, status="open")
@@ -139,7 +139,7 @@ def escalation_withdraw(*, assignment: Assignment, item_token: str, user: User) 
     """Withdraw the clinician's open escalation of the response `item_token`, while their task
     is open (refused as `escalation_mark` is otherwise). Nothing open: nothing to do (a second
     tab's withdraw), unless an adjudicator already decided it, which ValueError says."""
-    assignment = assignment_lock_open(assignment)
+    assignment = assignment_lock_open(assignment=assignment)
     response_id, _ = _item_for(assignment, item_token)
     mine = Escalation.objects.select_for_update().filter(
         rater_id=assignment.rater_id, response_id=response_id
@@ -154,7 +154,7 @@ def escalation_withdraw(*, assignment: Assignment, item_token: str, user: User) 
         return MarkResult(escalation=None, changed=False)
     current.status, current.withdrawn_at = Escalation.Status.WITHDRAWN, timezone.now()
     current.save(update_fields=["status", "withdrawn_at", "updated_at"])
-    assignment_touch(assignment, timezone.now())
+    assignment_touch(assignment=assignment, now=timezone.now())
     _audit(assignment=assignment, response_id=response_id, old=current.reason, new="", user=user)
     return MarkResult(escalation=None, changed=True)
 

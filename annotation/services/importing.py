@@ -433,68 +433,22 @@ def mentalalign_import(
                 rater=rater, run__isnull=True, repeat=0, response_id__in=list(responses.values())
             ).values_list("response_id", "raw_output")
         )
-        # Rows of values, not Rating objects: building 30,000 model objects took longer than
-        # the COPY that stores them (copy_load.bulk_insert_values).
-        ratings: list[tuple[object, ...]] = []
-        parsed_scores: list[dict[str, int]] = []
-        counts: Counter = Counter()
-        for cell in workbook.cells:
-            response_id = responses[(cell.conversation, cell.responder)]
-            raw = cell.raw if cell.raw is not None else ""
-            if response_id in existing:
-                counts["already_present"] += 1
-                if existing[response_id] != raw:
-                    counts["changed_since_import"] += 1
-                    problems.append(
-                        _problem(
-                            workbook, cell, "differs from the stored import; kept the stored rating"
-                        )
-                    )
-                continue
-            if raw.strip() in (NOT_RATED, FLAGGED):
-                # A released study's marker: nothing to store, and not a problem of the file.
-                counts["flagged" if raw.strip() == FLAGGED else "not_rated"] += 1
-                continue
-            if not raw.strip():
-                counts["empty"] += 1
-                problems.append(_problem(workbook, cell, "empty cell"))
-                if strict:
-                    raise ImportProblem(
-                        "empty cell", file=workbook.file, row=cell.row, column=cell.column
-                    )
-                continue
-            parsed = parse_judge_output(raw, names, scale)
-            if parsed.error is not None:  # i.e. not parsed.ok, spelled so mypy sees a str
-                if strict:
-                    raise ImportProblem(
-                        parsed.error, file=workbook.file, row=cell.row, column=cell.column
-                    )
-                counts["invalid"] += 1
-                if all_zero_cell(raw, names):
-                    counts["all_zero"] += 1
-                problems.append(_problem(workbook, cell, parsed.error))
-            else:
-                counts["stored"] += 1
-            ratings.append(
-                (
-                    rater.pk,
-                    response_id,
-                    None,
-                    0,
-                    (Rating.Status.COMPLETE if parsed.ok else Rating.Status.INVALID).value,
-                    Rating.Source.IMPORT.value,
-                    parsed.explanation,
-                    parsed.overall,
-                    raw,
-                    parsed.error or "",
-                )
-            )
-            parsed_scores.append(parsed.scores)
+        read = _cells_read(
+            workbook=workbook,
+            rater_id=rater.pk,
+            responses=responses,
+            existing=existing,
+            attributes=names,
+            scale=scale,
+            strict=strict,
+        )
+        problems += read.problems
+        counts = read.counts
         rating_ids = bulk_insert_values(
             Rating,
             ("rater_id", "response_id", "run_id", "repeat", "status", "source", "rationale",
              "overall", "raw_output", "error"),
-            ratings,
+            read.ratings,
         )  # fmt: skip
         by_name = {a.name: a for a in attributes}
         score_ids = bulk_insert_values(
@@ -502,7 +456,7 @@ def mentalalign_import(
             ("rating_id", "attribute_id", "value"),
             (
                 (rating_id, by_name[name].pk, value)
-                for rating_id, scores in zip(rating_ids, parsed_scores, strict=True)
+                for rating_id, scores in zip(rating_ids, read.scores, strict=True)
                 for name, value in scores.items()
             ),
         )
@@ -541,7 +495,89 @@ def mentalalign_import(
     return summaries
 
 
-def all_zero_cell(raw: str, attributes: list[str]) -> bool:
+@dataclass
+class _ReadCells:
+    """A workbook's cells as `mentalalign_import` stores them."""
+
+    # Rows of values, not Rating objects: building 30,000 model objects took longer than the
+    # COPY that stores them (copy_load.bulk_insert_values).
+    ratings: list[tuple[object, ...]]
+    scores: list[dict[str, int]]  # each rating's parsed scores, in the order of `ratings`
+    counts: Counter[str]
+    problems: list[dict]
+
+
+def _cells_read(
+    *,
+    workbook: Workbook,
+    rater_id: int,
+    responses: dict[tuple[str, str], int],
+    existing: dict[int, str],
+    attributes: list[str],
+    scale: tuple[int, int],
+    strict: bool,
+) -> _ReadCells:
+    """Each cell parsed into a rating to store (complete, or invalid with its raw text and
+    reason), or counted: present already, a release's marker, empty. `existing` holds the raw
+    output of each response the rater's stored ratings cover."""
+    read = _ReadCells(ratings=[], scores=[], counts=Counter(), problems=[])
+    counts, problems = read.counts, read.problems
+    for cell in workbook.cells:
+        response_id = responses[(cell.conversation, cell.responder)]
+        raw = cell.raw if cell.raw is not None else ""
+        if response_id in existing:
+            counts["already_present"] += 1
+            if existing[response_id] != raw:
+                counts["changed_since_import"] += 1
+                problems.append(
+                    _problem(
+                        workbook, cell, "differs from the stored import; kept the stored rating"
+                    )
+                )
+            continue
+        if raw.strip() in (NOT_RATED, FLAGGED):
+            # A released study's marker: nothing to store, and not a problem of the file.
+            counts["flagged" if raw.strip() == FLAGGED else "not_rated"] += 1
+            continue
+        if not raw.strip():
+            counts["empty"] += 1
+            problems.append(_problem(workbook, cell, "empty cell"))
+            if strict:
+                raise ImportProblem(
+                    "empty cell", file=workbook.file, row=cell.row, column=cell.column
+                )
+            continue
+        parsed = parse_judge_output(raw, attributes, scale)
+        if parsed.error is not None:  # i.e. not parsed.ok, spelled so mypy sees a str
+            if strict:
+                raise ImportProblem(
+                    parsed.error, file=workbook.file, row=cell.row, column=cell.column
+                )
+            counts["invalid"] += 1
+            if all_zero_cell(raw=raw, attributes=attributes):
+                counts["all_zero"] += 1
+            problems.append(_problem(workbook, cell, parsed.error))
+        else:
+            counts["stored"] += 1
+        read.ratings.append(
+            (
+                rater_id,
+                response_id,
+                None,
+                0,
+                (Rating.Status.COMPLETE if parsed.ok else Rating.Status.INVALID).value,
+                Rating.Source.IMPORT.value,
+                parsed.explanation,
+                parsed.overall,
+                raw,
+                parsed.error or "",
+            )
+        )
+        read.scores.append(parsed.scores)
+    return read
+
+
+def all_zero_cell(*, raw: str, attributes: list[str]) -> bool:
     """A cell whose every attribute is 0: in the MentalAlign-70k release, the clinicians' mark
     for a response with nothing to rate (the scale is 1–5; the judges score those responses 1
     nearly always). Stored as an invalid rating like any score off the scale, and counted."""

@@ -58,8 +58,8 @@ def label_annotation_save(
     changes nothing and reports the stored selection. Audited in LabelChange. Safe to retry.
     """
     now = timezone.now()
-    clock = edit_clock_ms(edited_ms, now)
-    assignment = assignment_lock_open(assignment)
+    clock = edit_clock_ms(edited_ms=edited_ms, now=now)
+    assignment = assignment_lock_open(assignment=assignment)
     study = assignment.conversation.study
     if study.kind != Study.Kind.DISTORTION_LABELLING:
         raise ValueError("this conversation belongs to a response-rating study")
@@ -67,9 +67,9 @@ def label_annotation_save(
         labels=labels, names=study_label_names(study_id=study.pk), scheme=study.label_scheme
     )
     annotation = form_row_get_or_create(
-        LabelAnnotation, assignment=assignment, conversation_id=assignment.conversation_id
+        model=LabelAnnotation, assignment=assignment, conversation_id=assignment.conversation_id
     )
-    assignment_touch(assignment, now)
+    assignment_touch(assignment=assignment, now=now)
     if annotation.edited_ms is not None and annotation.edited_ms > clock:
         return SaveResult(saved=False, value=", ".join(annotation.labels))
     old = list(annotation.labels)
@@ -90,7 +90,7 @@ def label_annotation_save(
 def label_assignment_submit(*, assignment: Assignment, user: User) -> Assignment:
     """Lock a labelled user message: needs a dominant label (ranked) or at least one label
     (multi). Raises AssignmentIncomplete saying what is missing."""
-    assignment = assignment_lock_open(assignment)
+    assignment = assignment_lock_open(assignment=assignment)
     annotation = LabelAnnotation.objects.filter(
         rater_id=assignment.rater_id,
         conversation_id=assignment.conversation_id,
@@ -112,4 +112,4 @@ def label_assignment_submit(*, assignment: Assignment, user: User) -> Assignment
         new_value="complete",
         changed_by=user,
     )
-    return assignment_mark_submitted(assignment, now)
+    return assignment_mark_submitted(assignment=assignment, now=now)

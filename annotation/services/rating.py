@@ -65,7 +65,7 @@ class SaveResult:
 
 
 def assignment_items_shuffled(
-    assignment: Assignment, responses: list[Response], seed: int
+    *, assignment: Assignment, responses: list[Response], seed: int
 ) -> list[AssignmentItem]:
     """The assignment's items, unsaved: `responses` in the order `seed` draws."""
     # The order is a function of the recorded seed alone (responses sorted by pk first), so the
@@ -171,7 +171,9 @@ def assignments_create(
         item
         for assignment in new
         for item in assignment_items_shuffled(
-            assignment, responses[assignment.conversation_id], assignment.seed
+            assignment=assignment,
+            responses=responses[assignment.conversation_id],
+            seed=assignment.seed,
         )
     ]
     AssignmentItem.objects.bulk_create(items, batch_size=BATCH)
@@ -186,7 +188,9 @@ def assignments_create(
 
 def _items_copy(*, source: Assignment, target: Assignment) -> None:
     responses = [item.response for item in source.items.select_related("response")]
-    AssignmentItem.objects.bulk_create(assignment_items_shuffled(target, responses, target.seed))
+    AssignmentItem.objects.bulk_create(
+        assignment_items_shuffled(assignment=target, responses=responses, seed=target.seed)
+    )
 
 
 @transaction.atomic
@@ -256,7 +260,7 @@ def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
     return new
 
 
-def assignment_lock_open(assignment: Assignment) -> Assignment:
+def assignment_lock_open(*, assignment: Assignment) -> Assignment:
     """Lock the assignment row: every write to one assignment runs one at a time (two tabs)."""
     # The study comes in the same query (it is not locked: of=self) for the rubric checks below.
     locked = (
@@ -274,7 +278,7 @@ def assignment_lock_open(assignment: Assignment) -> Assignment:
     return locked
 
 
-def assignment_touch(assignment: Assignment, now) -> None:
+def assignment_touch(*, assignment: Assignment, now) -> None:
     """Record activity. Active time grows by the gap since the previous activity (a save or a
     heartbeat), capped, so time away from the page is not counted."""
     fields = ["last_activity_at", "active_seconds"]
@@ -297,7 +301,7 @@ def assignment_touch(assignment: Assignment, now) -> None:
 
 
 def form_row_get_or_create(
-    model: type[Rating] | type[LabelAnnotation], *, assignment: Assignment, **target
+    *, model: type[Rating] | type[LabelAnnotation], assignment: Assignment, **target
 ):
     """The clinician's own row (a Rating or LabelAnnotation) for `target`, a draft if new."""
     row, _ = model.objects.get_or_create(
@@ -314,16 +318,16 @@ def form_row_get_or_create(
     return row
 
 
-def assignment_mark_submitted(assignment: Assignment, now) -> Assignment:
+def assignment_mark_submitted(*, assignment: Assignment, now) -> Assignment:
     """Mark the locked assignment submitted at `now` (the caller checked it is complete)."""
     assignment.status = Assignment.Status.SUBMITTED
     assignment.submitted_at = assignment.last_activity_at = now
     assignment.save(update_fields=["status", "submitted_at", "last_activity_at"])
-    submitted_emit(assignment)
+    submitted_emit(assignment=assignment)
     return assignment
 
 
-def submitted_emit(assignment: Assignment) -> None:
+def submitted_emit(*, assignment: Assignment) -> None:
     """Tell the webhooks that hear it that a task was submitted and, when it was the study's
     last open task, that the study reached its target. Ids only: no clinician's name. The
     study's row is locked for the last-task check, so two last submits at once report the
@@ -351,7 +355,7 @@ def submitted_emit(assignment: Assignment) -> None:
         )
 
 
-def edit_clock_ms(edited_ms: int | None, now) -> int:
+def edit_clock_ms(*, edited_ms: int | None, now) -> int:
     """The edit's clock in ms: the browser's edit time, but never more than CLOCK_SKEW_MS ahead
     of the server's (a fast browser clock cannot win every later edit); the server's when none
     was sent."""
@@ -377,8 +381,8 @@ def rating_save(
     change is audited in RatingChange. Safe to retry: the same save twice stores one value once.
     """
     now = timezone.now()
-    clock = edit_clock_ms(edited_ms, now)
-    assignment = assignment_lock_open(assignment)
+    clock = edit_clock_ms(edited_ms=edited_ms, now=now)
+    assignment = assignment_lock_open(assignment=assignment)
     item = (
         AssignmentItem.objects.filter(assignment=assignment, token=item_token)
         .order_by()  # the model's default ordering would join the assignment table
@@ -392,8 +396,8 @@ def rating_save(
         raise AssignmentLocked(
             "this response was rated and submitted before; it is shown read-only"
         )
-    rating = form_row_get_or_create(Rating, assignment=assignment, response_id=response_id)
-    assignment_touch(assignment, now)
+    rating = form_row_get_or_create(model=Rating, assignment=assignment, response_id=response_id)
+    assignment_touch(assignment=assignment, now=now)
     if attribute_id is not None:
         # One query checks both that the attribute is in this study's rubric and the score is on
         # its scale; the error path may take a second one to say which.
@@ -459,7 +463,7 @@ def _rationale_rule(*, minimum: int) -> str:
 def assignment_submit(*, assignment: Assignment, user: User) -> Assignment:
     """Lock a conversation once every response has every attribute scored; its ratings become
     `complete` (the only ones analysis uses). Raises AssignmentIncomplete naming what is missing."""
-    assignment = assignment_lock_open(assignment)
+    assignment = assignment_lock_open(assignment=assignment)
     attributes = list(
         Attribute.objects.filter(rubric__studies__conversations=assignment.conversation_id)
     )
@@ -502,7 +506,7 @@ def assignment_submit(*, assignment: Assignment, user: User) -> Assignment:
         )
         for r in ratings.values()
     )
-    return assignment_mark_submitted(assignment, now)
+    return assignment_mark_submitted(assignment=assignment, now=now)
 
 
 @transaction.atomic
@@ -512,7 +516,7 @@ def assignment_flag(*, assignment: Assignment, reason: str) -> Assignment:
     reason = reason.strip()
     if not reason:
         raise ValueError("say why you flag this conversation")
-    assignment = assignment_lock_open(assignment)
+    assignment = assignment_lock_open(assignment=assignment)
     assignment.status = Assignment.Status.FLAGGED
     assignment.flag_reason = reason[:2000]
     assignment.last_activity_at = timezone.now()
@@ -526,10 +530,10 @@ def assignment_heartbeat(*, assignment: Assignment) -> None:
     now = timezone.now()
     with transaction.atomic():
         try:
-            assignment = assignment_lock_open(assignment)
+            assignment = assignment_lock_open(assignment=assignment)
         except AssignmentLocked:
             return
-        assignment_touch(assignment, now)
+        assignment_touch(assignment=assignment, now=now)
 
 
 @transaction.atomic

@@ -161,7 +161,7 @@ def webhook_emit(*, event: str, study_id: int | None, data: dict[str, Any]) -> i
     return len(deliveries)
 
 
-def backoff_seconds(attempts: int) -> float:
+def backoff_seconds(*, attempts: int) -> float:
     """The wait after the `attempts`-th failed attempt: doubling from
     WEBHOOK_RETRY_BASE_SECONDS, at most WEBHOOK_RETRY_MAX_SECONDS."""
     base = settings.WEBHOOK_RETRY_BASE_SECONDS
@@ -244,7 +244,7 @@ def webhook_deliver(*, delivery_id: str) -> str | None:
     else:
         fields.update(
             status=WebhookDelivery.Status.PENDING,
-            next_attempt_at=now + timedelta(seconds=backoff_seconds(delivery.attempts)),
+            next_attempt_at=now + timedelta(seconds=backoff_seconds(attempts=delivery.attempts)),
         )
     WebhookDelivery.objects.filter(pk=delivery.pk, status=WebhookDelivery.Status.SENDING).update(
         **fields

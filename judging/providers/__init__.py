@@ -19,7 +19,7 @@ The package, one module per concern; callers import the names below from `judgin
 - `client`: the SDK client of an endpoint and one request (`complete`);
 - `retries`: `complete_with_retries`, with an endpoint's shared rate limit;
 - `offline`: vLLM in this process;
-- `batch`: the providers' batch interfaces (batch mode), from the same request and answer
+- `batch_api`: the providers' batch interfaces (batch mode), from the same request and answer
   functions as immediate mode.
 
 Pure Python: no Django import here.

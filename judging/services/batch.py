@@ -42,7 +42,7 @@ from scoring.parsing import parse_judge_output
 
 from .. import providers
 from ..models import ModelEndpoint, ProviderBatch, Run, RunItem
-from ..providers import batch as batch_providers
+from ..providers import batch_api
 from .claims import items_bill
 from .engine import (
     ENDPOINT_BROKEN_STATUSES,
@@ -78,25 +78,25 @@ class BatchModeError(RunError):
 
 def endpoint_check(*, endpoint: ModelEndpoint) -> None:
     """Raise BatchModeError when `endpoint` has no batch interface."""
-    if not batch_providers.supports_batch(provider=endpoint.provider, flag=endpoint.supports_batch):
+    if not batch_api.supports_batch(provider=endpoint.provider, flag=endpoint.supports_batch):
         raise BatchModeError(
             f"{endpoint.name}: batch mode needs an OpenAI or Anthropic endpoint, or an "
             "OpenAI-compatible server marked 'supports batch'"
         )
 
 
-def limits(provider: str) -> tuple[int, int]:
+def limits(*, provider: str) -> tuple[int, int]:
     """(requests, bytes) per batch for the provider's protocol."""
     table = settings.JUDGING_BATCH_LIMITS
     entry = table["anthropic" if provider == "anthropic" else "openai"]
     return int(entry["requests"]), int(entry["bytes"])
 
 
-def custom_id(item_id: int, attempt: int) -> str:
+def custom_id(*, item_id: int, attempt: int) -> str:
     return f"i{item_id}-a{attempt}"
 
 
-def parse_custom_id(value: str) -> tuple[int, int] | None:
+def parse_custom_id(*, value: str) -> tuple[int, int] | None:
     match = _CUSTOM_ID.match(value)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
@@ -104,33 +104,33 @@ def parse_custom_id(value: str) -> tuple[int, int] | None:
 # ------------------------------------------------------------------------------ the plan
 
 
-def load_plan(run: Run) -> RunPlan:
+def load_plan(*, run: Run) -> RunPlan:
     """The engine's plan of `run`, priced at the endpoint's batch prices (its own, else the list
     price, else the immediate price; 0 when unknown, which the pages say)."""
     plan = RunPlan.load(run)
-    price = endpoint_prices(run.endpoint)
+    price = endpoint_prices(endpoint=run.endpoint)
     plan.price_input = price.batch_input or 0.0
     plan.price_output = price.batch_output or 0.0
     return plan
 
 
-def request_spec(plan: RunPlan) -> batch_providers.RequestSpec:
+def request_spec(*, plan: RunPlan) -> batch_api.RequestSpec:
     """The same temperature, token limit, JSON mode and schema as immediate mode sends."""
     if plan.kind == Run.Kind.JUDGE:
-        return batch_providers.RequestSpec(
+        return batch_api.RequestSpec(
             temperature=plan.temperature,
             max_tokens=plan.max_tokens or JUDGE_MAX_TOKENS,
             json_mode=plan.json_mode,
             schema=plan.output_schema,
         )
     if plan.kind == Run.Kind.LABELLING:
-        return batch_providers.RequestSpec(
+        return batch_api.RequestSpec(
             temperature=plan.temperature,
             max_tokens=plan.max_tokens or LABELLING_MAX_TOKENS,
             json_mode=False,
             schema=plan.output_schema,
         )
-    return batch_providers.RequestSpec(
+    return batch_api.RequestSpec(
         temperature=plan.temperature, max_tokens=plan.max_tokens, json_mode=False, schema=None
     )
 
@@ -138,7 +138,7 @@ def request_spec(plan: RunPlan) -> batch_providers.RequestSpec:
 # ------------------------------------------------------------------------------ start, submit
 
 
-def run_start(run: Run) -> None:
+def run_start(*, run: Run) -> None:
     """Send the run's pending items to the provider once the transaction commits.
 
     Precondition: in the transaction that starts the run (a refusal rolls the launch back).
@@ -160,14 +160,14 @@ def run_submit(*, run_id: int) -> list[int]:
     if run.status != Run.Status.RUNNING or not run.is_batch:
         return made
     try:
-        text_policy_check(run)  # the study's policy may have changed since the launch
-        plan = load_plan(run)
+        text_policy_check(run=run)  # the study's policy may have changed since the launch
+        plan = load_plan(run=run)
         assert plan.config is not None
-        sdk = batch_providers.client(plan.config)
+        sdk = batch_api.client(plan.config)
     except (providers.PermanentError, RunError, ValueError) as exc:
         run_fail(run_id=run_id, error=str(exc))
         return made
-    max_requests, max_bytes = limits(run.endpoint.provider)
+    max_requests, max_bytes = limits(provider=run.endpoint.provider)
     try:
         while True:
             batch = _claim_part(run_id=run_id, limit=max_requests)
@@ -225,7 +225,7 @@ def _batch_items(token: str, chunk: int = 2000) -> Iterator[RunItem]:
 def _build_and_submit(batch: ProviderBatch, *, plan: RunPlan, sdk: Any, max_bytes: int) -> None:
     """Write the batch's request file, cut at `max_bytes`, and create it at the provider."""
     assert plan.config is not None
-    spec = request_spec(plan)
+    spec = request_spec(plan=plan)
     count = size = 0
     last_id: int | None = None
     overflow_from: int | None = None
@@ -238,9 +238,9 @@ def _build_and_submit(batch: ProviderBatch, *, plan: RunPlan, sdk: Any, max_byte
                 outcome = Outcome(error=str(exc))
                 unbuildable.append((item, outcome))
                 continue
-            line = batch_providers.request_line(
+            line = batch_api.request_line(
                 plan.config,
-                custom_id=custom_id(item.id, item.attempts),
+                custom_id=custom_id(item_id=item.id, attempt=item.attempts),
                 system=system,
                 user=user,
                 spec=replace(spec, max_tokens=item.max_tokens) if item.max_tokens else spec,
@@ -263,7 +263,7 @@ def _build_and_submit(batch: ProviderBatch, *, plan: RunPlan, sdk: Any, max_byte
             return
         jsonl.seek(0)
         try:
-            submitted = batch_providers.submit(sdk, plan.config, jsonl=jsonl, token=batch.token)
+            submitted = batch_api.submit(sdk, plan.config, jsonl=jsonl, token=batch.token)
         except providers.ProviderError as exc:
             logger.warning("run %s: batch %s not created: %s", plan.run_id, batch.token, exc)
             _items_handback(batch.token, error=str(exc), uncount=True)
@@ -394,7 +394,7 @@ def run_settle(*, run_id: int) -> Run:
 
 
 @transaction.atomic
-def batch_lease(batch_id: int, *, force: bool) -> ProviderBatch | None:
+def batch_lease(*, batch_id: int, force: bool) -> ProviderBatch | None:
     """Take the batch's next poll for this poller (others skip it until the backoff is over).
 
     None when another poller holds it, it is closed, or (unless `force`) its next poll is not
@@ -423,18 +423,18 @@ def batch_lease(batch_id: int, *, force: bool) -> ProviderBatch | None:
 
 def batch_poll(*, batch_id: int, force: bool = False) -> int:
     """Look at one batch; store its results once it ended. Returns how many were stored."""
-    batch = batch_lease(batch_id, force=force)
+    batch = batch_lease(batch_id=batch_id, force=force)
     if batch is None:
         return 0
     run = batch.run
-    plan = load_plan(run)
+    plan = load_plan(run=run)
     assert plan.config is not None
-    sdk = batch_providers.client(plan.config)
+    sdk = batch_api.client(plan.config)
     try:
         if run.status == Run.Status.CANCELLING and batch.status == ProviderBatch.Status.IN_PROGRESS:
-            batch_providers.cancel(sdk, plan.config, batch_id=batch.provider_batch_id)
+            batch_api.cancel(sdk, plan.config, batch_id=batch.provider_batch_id)
             ProviderBatch.objects.filter(id=batch.id).update(status=ProviderBatch.Status.CANCELLING)
-        state = batch_providers.retrieve(sdk, plan.config, batch_id=batch.provider_batch_id)
+        state = batch_api.retrieve(sdk, plan.config, batch_id=batch.provider_batch_id)
         ProviderBatch.objects.filter(id=batch.id).update(provider_status=state.provider_status)
         if state.state == "in_progress":
             return 0
@@ -444,12 +444,12 @@ def batch_poll(*, batch_id: int, force: bool = False) -> int:
         ProviderBatch.objects.filter(id=batch.id).update(status=ProviderBatch.Status.ENDED)
         stored = 0
         for chunk in _chunks(
-            batch_providers.results(
+            batch_api.results(
                 sdk,
                 plan.config,
                 batch_id=batch.provider_batch_id,
                 state=state,
-                spec=request_spec(plan),
+                spec=request_spec(plan=plan),
             ),
             STORE_CHUNK,
         ):
@@ -526,9 +526,7 @@ def _joined(item: RunItem, reason: str) -> str:
 
 
 @transaction.atomic
-def results_store(
-    *, plan: RunPlan, token: str, results: Sequence[batch_providers.BatchResult]
-) -> Stored:
+def results_store(*, plan: RunPlan, token: str, results: Sequence[batch_api.BatchResult]) -> Stored:
     """Store a chunk of one batch's results exactly once (one transaction).
 
     Only items still claimed by the batch (`token`) and asked in the attempt the custom id
@@ -536,9 +534,9 @@ def results_store(
     nothing left to store. Every completion of such an item is billed here, once.
     """
     counts = Stored()
-    by_item: dict[int, tuple[int, batch_providers.BatchResult]] = {}
+    by_item: dict[int, tuple[int, batch_api.BatchResult]] = {}
     for result in results:
-        parsed = parse_custom_id(result.custom_id)
+        parsed = parse_custom_id(value=result.custom_id)
         if parsed is None:
             logger.warning("batch result with a foreign custom id %r", result.custom_id[:80])
             counts.ignored += 1
@@ -557,7 +555,7 @@ def results_store(
     back: list[int] = []
     billed: list[tuple[int, int, int]] = []
     names = [attribute["name"] for attribute in plan.rubric]
-    run_limit = request_spec(plan).max_tokens
+    run_limit = request_spec(plan=plan).max_tokens
     for item_id, (attempt, result) in by_item.items():
         item = items.get(item_id)
         if item is None or item.attempts != attempt:
@@ -628,17 +626,17 @@ def _parse_into(
     token limit is refused here too, whatever could be parsed from it. `limit`: the token limit
     the request was sent with (the run's, or the item's where a re-ask raised it)."""
     if plan.kind == Run.Kind.GENERATION:
-        generation_outcome(plan, completion, outcome)
+        generation_outcome(plan=plan, completion=completion, outcome=outcome)
         return outcome.error
     if plan.kind == Run.Kind.JUDGE:
         parse = parse_judge_output(completion.text, names, plan.scale)
-        cut = cut_off_reason(completion, limit, parse.error)
+        cut = cut_off_reason(completion=completion, limit=limit, detail=parse.error)
         if cut is None and parse.ok:
             outcome.parse = parse
             return ""
         return cut or parse.error or "unusable output"
     label_parse = parse_label_output(completion.text, plan.labels, scheme=plan.scheme)
-    cut = cut_off_reason(completion, limit, label_parse.error)
+    cut = cut_off_reason(completion=completion, limit=limit, detail=label_parse.error)
     if cut is None and label_parse.ok:
         outcome.label_parse = label_parse
         return ""
@@ -695,13 +693,13 @@ def run_cancel_batches(*, run_id: int) -> int:
     run = Run.objects.select_related("endpoint").get(id=run_id)
     if run.status != Run.Status.CANCELLING:
         return 0
-    config = endpoint_config(run.endpoint)
-    sdk = batch_providers.client(config)
+    config = endpoint_config(endpoint=run.endpoint)
+    sdk = batch_api.client(config)
     cancelled = 0
     try:
         for batch in _open_batches(run_id).filter(status=ProviderBatch.Status.IN_PROGRESS):
             try:
-                batch_providers.cancel(sdk, config, batch_id=batch.provider_batch_id)
+                batch_api.cancel(sdk, config, batch_id=batch.provider_batch_id)
             except providers.ProviderError as exc:
                 logger.warning("batch %s: cancel failed: %s", batch.provider_batch_id, exc)
                 continue  # the next poll of a cancelling run asks again

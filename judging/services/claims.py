@@ -177,12 +177,12 @@ def items_release(*, token: str, item_ids: Sequence[int] | None = None, error: s
     return items.update(**changes)
 
 
-def run_status(run_id: int) -> str:
+def run_status(*, run_id: int) -> str:
     """The run's status as stored now (a work loop looks for a cancel with it)."""
     return Run.objects.values_list("status", flat=True).get(id=run_id)
 
 
-def open_items_exist(run_id: int) -> bool:
+def open_items_exist(*, run_id: int) -> bool:
     """Whether any item of the run is still pending or running (work is left for a loop)."""
     return RunItem.objects.filter(
         run_id=run_id, status__in=[RunItem.Status.PENDING, RunItem.Status.RUNNING]

@@ -15,7 +15,7 @@ from annotation.selectors import study_distortion_labels, study_rubric
 from .. import providers
 from ..models import ModelEndpoint, Run
 from ..prompts import labelling_messages
-from ..providers import batch as batch_providers
+from ..providers import batch_api
 from .engine import JUDGE_MAX_TOKENS
 from .launch import LABELLING_MAX_TOKENS, endpoint_config, judge_targets
 from .prices import PRICES_TAKEN, endpoint_prices, usd
@@ -60,7 +60,7 @@ def _rounded(amount: float | None) -> float | None:
     return None if amount is None else round(amount, 4)
 
 
-def estimate_display(estimate: dict[str, Any]) -> dict[str, str]:
+def estimate_display(*, estimate: dict[str, Any]) -> dict[str, str]:
     """An estimate (as kept on the run) in words for the pages: integers with thousands
     separators, money in USD or "price unknown" (estimates kept before prices could be unset
     hold 0.0 for "no price": shown as unknown too, since nobody set them to 0)."""
@@ -70,7 +70,7 @@ def estimate_display(estimate: dict[str, Any]) -> dict[str, str]:
         amount = estimate.get(key)
         if legacy and not amount:
             amount = None
-        return usd(amount)
+        return usd(amount=amount)
 
     def count(key: str) -> str:
         value = estimate.get(key)
@@ -117,15 +117,15 @@ def cost_estimate(
     tokens = math.ceil(chars / 4)
     method = "chars/4"
     if endpoint.provider == ModelEndpoint.Provider.ANTHROPIC and sample:
-        config = endpoint_config(endpoint)
+        config = endpoint_config(endpoint=endpoint)
         try:
             # An Anthropic endpoint's client.
-            sdk = cast("anthropic.Anthropic", batch_providers.client(config))
-            spec = batch_providers.RequestSpec(
+            sdk = cast("anthropic.Anthropic", batch_api.client(config))
+            spec = batch_api.RequestSpec(
                 temperature=None, max_tokens=max_tokens, json_mode=False, schema=None
             )
             counted = sum(
-                batch_providers.count_input_tokens(sdk, config, system=s, user=u, spec=spec)
+                batch_api.count_input_tokens(sdk, config, system=s, user=u, spec=spec)
                 for s, u in sample
             )
             sdk.close()
@@ -136,7 +136,7 @@ def cost_estimate(
             logger.info("token counting failed, using chars/4: %s", exc)
     input_tokens = tokens * repeats
     output_tokens = count * repeats * max_tokens
-    price = endpoint_prices(endpoint)
+    price = endpoint_prices(endpoint=endpoint)
     return CostEstimate(
         requests=count * repeats,
         input_tokens=input_tokens,

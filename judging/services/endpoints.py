@@ -42,7 +42,7 @@ CHANGE_PERMISSION = "judging.change_modelendpoint"
 # ------------------------------------------------------------------------------ reads
 
 
-def endpoints_for_launch(kind: str) -> QuerySet[ModelEndpoint]:
+def endpoints_for_launch(*, kind: str) -> QuerySet[ModelEndpoint]:
     """The enabled endpoints a new run of `kind` may use."""
     endpoints = ModelEndpoint.objects.filter(enabled=True)
     if kind != Run.Kind.GENERATION:
@@ -57,11 +57,11 @@ def endpoints_list() -> QuerySet[ModelEndpoint]:
     return ModelEndpoint.objects.annotate(run_count=Count("runs")).order_by("-enabled", "name")
 
 
-def user_can_add_endpoints(user: Any) -> bool:
+def user_can_add_endpoints(*, user: Any) -> bool:
     return bool(user.has_perm(ADD_PERMISSION))
 
 
-def user_can_change_endpoints(user: Any) -> bool:
+def user_can_change_endpoints(*, user: Any) -> bool:
     return bool(user.has_perm(CHANGE_PERMISSION))
 
 
@@ -133,7 +133,7 @@ def endpoint_test_connection(*, endpoint: ModelEndpoint) -> ConnectionTest:
             "connect to. Launch a small generation run to try it.",
         )
     try:
-        config = endpoint_config(endpoint)
+        config = endpoint_config(endpoint=endpoint)
     except (providers.ProviderError, RunError) as exc:
         # No key, an unset or refused variable, a key that cannot be decrypted.
         return ConnectionTest(ok=False, problem="key", message=_sentence(str(exc)))

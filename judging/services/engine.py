@@ -105,12 +105,12 @@ class RunPlan:
     def load(cls, run: Run) -> RunPlan:
         endpoint = run.endpoint
         offline = endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE
-        price = endpoint_prices(endpoint)
+        price = endpoint_prices(endpoint=endpoint)
         plan = cls(
             run_id=run.id,
             kind=run.kind,
             endpoint_id=endpoint.id,
-            config=None if offline else endpoint_config(endpoint),
+            config=None if offline else endpoint_config(endpoint=endpoint),
             json_mode=endpoint.json_mode,
             temperature=run.temperature,
             max_tokens=run.max_tokens,
@@ -180,7 +180,7 @@ def run_work(*, run_id: int) -> None:
         return
     try:
         # Again here, not only at launch: the study's policy may have changed since.
-        text_policy_check(run)
+        text_policy_check(run=run)
         plan = RunPlan.load(run)
     except (providers.PermanentError, RunError, ValueError) as exc:
         run_fail(run_id=run_id, error=str(exc))
@@ -199,7 +199,7 @@ def run_work(*, run_id: int) -> None:
 TRANSIENT_SQLSTATES = ("40", "53", "57P", "08")
 
 
-def db_error_is_transient(exc: BaseException) -> bool:
+def db_error_is_transient(*, exc: BaseException) -> bool:
     """Whether a database error (Django's, wrapping the driver's) is worth trying again."""
     sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
     return sqlstate.startswith(TRANSIENT_SQLSTATES)
@@ -228,7 +228,7 @@ def _db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
                 # Another error on a live connection (a lock timeout, a constraint) is the
                 # caller's to handle.
                 alive = connection.connection is not None and connection.is_usable()
-                transient = db_error_is_transient(exc)
+                transient = db_error_is_transient(exc=exc)
                 if (alive and not transient) or time.monotonic() + delay > deadline:
                     raise
                 logger.warning(
@@ -300,7 +300,7 @@ async def _work_async(plan: RunPlan) -> None:
                     )
                     in_flight[task] = item
             if not in_flight:
-                if not await _db(open_items_exist)(plan.run_id):
+                if not await _db(open_items_exist)(run_id=plan.run_id):
                     break
                 # Other loops hold the rest; linger, so that items of a worker that dies are
                 # taken over once its lease runs out.
@@ -340,7 +340,7 @@ async def _watch(run_id: int, token: str, stop: asyncio.Event) -> None:
     heartbeat_every = max(1.0, claims.LEASE_SECONDS / 4)
     last_beat = time.monotonic()
     while not stop.is_set():
-        if await _db(run_status)(run_id) != Run.Status.RUNNING:
+        if await _db(run_status)(run_id=run_id) != Run.Status.RUNNING:
             stop.set()
             return
         if time.monotonic() - last_beat >= heartbeat_every:
@@ -467,7 +467,9 @@ async def _judge(
         outcome.add(completion)
         outcome.raw_output = completion.text
         parse = parse_judge_output(completion.text, names, plan.scale)
-        reason = cut_off_reason(completion, limit, parse.error) or parse.error
+        reason = (
+            cut_off_reason(completion=completion, limit=limit, detail=parse.error) or parse.error
+        )
         if reason is None:
             outcome.parse, outcome.error = parse, ""
             return
@@ -478,7 +480,7 @@ async def _judge(
 
 
 def cut_off_reason(
-    completion: providers.Completion, limit: int | None, detail: str | None = None
+    *, completion: providers.Completion, limit: int | None, detail: str | None = None
 ) -> str | None:
     """Why an answer the provider stopped at the token limit is no answer (None otherwise),
     with what the parser said of it where it said something (`detail`).
@@ -537,7 +539,9 @@ async def _label(
         outcome.add(completion)
         outcome.raw_output = completion.text
         parse = parse_label_output(completion.text, plan.labels, scheme=plan.scheme)
-        reason = cut_off_reason(completion, limit, parse.error) or parse.error
+        reason = (
+            cut_off_reason(completion=completion, limit=limit, detail=parse.error) or parse.error
+        )
         if reason is None:
             outcome.label_parse, outcome.error = parse, ""
             return
@@ -563,10 +567,12 @@ async def _generate(
         json_mode=False,
     )
     outcome.add(completion)
-    generation_outcome(plan, completion, outcome)
+    generation_outcome(plan=plan, completion=completion, outcome=outcome)
 
 
-def generation_outcome(plan: RunPlan, completion: providers.Completion, outcome: Outcome) -> None:
+def generation_outcome(
+    *, plan: RunPlan, completion: providers.Completion, outcome: Outcome
+) -> None:
     """Answer without <think>…</think> (kept in metadata), truncation flag and metadata."""
     answer, thinking = strip_think(completion.text)
     thinking = "\n\n".join(part for part in (completion.reasoning, thinking) if part)
@@ -638,7 +644,7 @@ def _work_offline(plan: RunPlan, *, model: str, options: dict[str, Any]) -> None
     for item, completion in zip(items, completions, strict=True):
         outcome = Outcome()
         outcome.add(completion)
-        generation_outcome(plan, completion, outcome)
+        generation_outcome(plan=plan, completion=completion, outcome=outcome)
         results.append((item, outcome))
     plan.store(results, token)
 

@@ -42,7 +42,7 @@ class RunError(ValueError):
     """A run cannot be launched or changed as asked; the message says why."""
 
 
-def endpoint_config(endpoint: ModelEndpoint) -> providers.EndpointConfig:
+def endpoint_config(*, endpoint: ModelEndpoint) -> providers.EndpointConfig:
     """The provider-layer config of an endpoint; resolves the API key (never logged)."""
     if endpoint.provider == ModelEndpoint.Provider.VLLM_OFFLINE:
         raise RunError(f"{endpoint.name}: offline vLLM endpoints have no HTTP config")
@@ -411,7 +411,7 @@ def text_policy_refusal(*, study: Study, endpoint: ModelEndpoint) -> str:
     return ""
 
 
-def text_policy_check(run: Run) -> None:
+def text_policy_check(*, run: Run) -> None:
     """Raise RunError when `run` would send its study's texts where the study's policy forbids."""
     refusal = text_policy_refusal(study=run.study, endpoint=run.endpoint)
     if refusal:
@@ -424,7 +424,7 @@ def _start(run: Run) -> None:
     Refused (RunError) when the study's policy forbids sending its texts to the run's endpoint.
     Precondition: inside a transaction that holds (or just created) the run row.
     """
-    text_policy_check(run)
+    text_policy_check(run=run)
     now = timezone.now()
     if not RunItem.objects.filter(
         run=run, status__in=[RunItem.Status.PENDING, RunItem.Status.RUNNING]
@@ -439,7 +439,7 @@ def _start(run: Run) -> None:
         # Batch mode has no worker loops: its requests go to the provider's batches.
         from . import batch
 
-        batch.run_start(run)
+        batch.run_start(run=run)
         return
     _enqueue(run.id, run.parallel_tasks)
 

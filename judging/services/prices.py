@@ -76,16 +76,16 @@ class ListPrice:
 
     @property
     def shown(self) -> dict[str, str]:
-        return four_prices_shown(self)
+        return four_prices_shown(price=self)
 
 
-def four_prices_shown(price: ListPrice | Prices) -> dict[str, str]:
+def four_prices_shown(*, price: ListPrice | Prices) -> dict[str, str]:
     """The four prices as a page shows them ("—" where unknown)."""
     return {
-        "input": per_mtok(price.input),
-        "output": per_mtok(price.output),
-        "batch_input": per_mtok(price.batch_input),
-        "batch_output": per_mtok(price.batch_output),
+        "input": per_mtok(price=price.input),
+        "output": per_mtok(price=price.output),
+        "batch_input": per_mtok(price=price.batch_input),
+        "batch_output": per_mtok(price=price.batch_output),
     }
 
 
@@ -142,7 +142,7 @@ class Prices:
 
     @property
     def shown(self) -> dict[str, str]:
-        return four_prices_shown(self)
+        return four_prices_shown(price=self)
 
     @property
     def batch_known(self) -> bool:
@@ -158,7 +158,7 @@ class Prices:
         return (input_tokens * price_in + output_tokens * price_out) / 1_000_000
 
 
-def endpoint_prices(endpoint: ModelEndpoint) -> Prices:
+def endpoint_prices(*, endpoint: ModelEndpoint) -> Prices:
     """The endpoint's prices, field by field: its own value, else the list price, else None."""
     listed = list_price(provider=endpoint.provider, model=endpoint.model)
 
@@ -185,7 +185,7 @@ def endpoint_prices(endpoint: ModelEndpoint) -> Prices:
     )
 
 
-def usd(amount: float | None) -> str:
+def usd(*, amount: float | None) -> str:
     """Money as people read it: "price unknown" for None, cents for sums from a dollar up,
     four decimals below (a few requests cost fractions of a cent)."""
     if amount is None:
@@ -199,7 +199,7 @@ def usd(amount: float | None) -> str:
     return "< 0.0001 USD"
 
 
-def per_mtok(price: float | None) -> str:
+def per_mtok(*, price: float | None) -> str:
     """A price per million tokens for tables: "—" when unknown."""
     if price is None:
         return "—"

@@ -42,7 +42,7 @@ def test_packed_scores_are_the_score_rows(small_study):
     Score.objects.filter(rating=partial, attribute__position__gte=5).delete()
 
     packed = copy_read.packed_rating_scores(ratings, per_rating=7)
-    plain = selectors.plain_rating_scores(ratings)
+    plain = selectors.plain_rating_scores(ratings=ratings)
     assert packed is not None
     assert _scores(packed) == _scores(plain)
     assert len(packed.value) == Score.objects.filter(rating__in=ratings).count()

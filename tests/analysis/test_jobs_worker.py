@@ -38,7 +38,7 @@ def _kappa_job(owner, *, rows: int, n_sim: int, seed: int = 0) -> Job:
             owner=owner,
             kind=Job.Kind.KAPPA_F1,
             params=params,
-            digest=job_digest(Job.Kind.KAPPA_F1, params, [data]),
+            digest=job_digest(kind=Job.Kind.KAPPA_F1, params=params, inputs=[data]),
             upload=io.BytesIO(data),
             upload_name="predictions.csv",
         )
@@ -90,7 +90,7 @@ def _release_on(researcher, tmp_path: Path) -> None:
             owner=researcher,
             kind=Job.Kind.RELEASE,
             params=params,
-            digest=job_digest(Job.Kind.RELEASE, params),
+            digest=job_digest(kind=Job.Kind.RELEASE, params=params),
             study=study,
         )
     wait_for(lambda: _state(job) in (Job.State.DONE, Job.State.FAILED), timeout=120, what="job")

@@ -14,7 +14,7 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
 from analysis import planner, ppi
-from analysis.judge_assisted import estimator as judge_assisted
+from analysis.judge_assisted import estimator
 from analysis.judge_assisted.selectors import judge_assisted_arrays
 from analysis.selectors import attribute_names
 from annotation.models import Rating, Responder, Score
@@ -117,7 +117,7 @@ def test_csv_carries_full_float_precision(small_study, tmp_path):
     arrays = judge_assisted_arrays(
         study=small_study.study, judges=["judge-y"], labelled={"c0", "c2", "c4", "c6", "c7"}
     )
-    table = judge_assisted.means_table(
+    table = estimator.means_table(
         arrays,
         judges=["judge-y"],
         attributes=attribute_names(study=small_study.study),
@@ -159,7 +159,7 @@ def test_a_cell_below_the_simulated_sizes_says_so(small_study):
     table = pd.read_csv(io.StringIO(out.getvalue()))
     expected = (
         "only 8 clinician-rated responses: the interval's coverage was checked by simulation "
-        f"from {judge_assisted.MIN_VALIDATED_N} up"
+        f"from {estimator.MIN_VALIDATED_N} up"
     )
     assert set(table["warning"]) == {expected} and table["ci_low"].notna().all()
     assert expected in err.getvalue()
@@ -218,13 +218,11 @@ def test_differences_and_ranking_on_the_fixture(small_study):
     covers 0.24–0.92 at eight responses on MentalAlign-70k) and separate almost nothing."""
     attributes = attribute_names(study=small_study.study)
     arrays = judge_assisted_arrays(study=small_study.study, judges=["judge-y"])
-    means = judge_assisted.means_table(
+    means = estimator.means_table(arrays, judges=["judge-y"], attributes=attributes, interval="t")
+    diffs = estimator.differences_table(
         arrays, judges=["judge-y"], attributes=attributes, interval="t"
     )
-    diffs = judge_assisted.differences_table(
-        arrays, judges=["judge-y"], attributes=attributes, interval="t"
-    )
-    bounded = judge_assisted.differences_table(arrays, judges=["judge-y"], attributes=attributes)
+    bounded = estimator.differences_table(arrays, judges=["judge-y"], attributes=attributes)
     assert set(bounded["interval"]) == {"bounded"}
     assert (bounded["se"] >= diffs["se"]).all()
     assert len(diffs) == 10 * len(attributes)
@@ -233,7 +231,7 @@ def test_differences_and_ranking_on_the_fixture(small_study):
     b = means[(means.responder == "m2") & (means.attribute == row.attribute)].iloc[0]
     # All labelled, no unlabelled: the difference estimate is the difference of clinician means.
     assert row.estimate == pytest.approx(a.estimate - b.estimate, abs=1e-12)
-    ranking = judge_assisted.ranking_table(means, diffs)
+    ranking = estimator.ranking_table(means, diffs)
     top = ranking[ranking.attribute == attributes[0]].sort_values("place")
     first = means[means.attribute == attributes[0]].sort_values("estimate", ascending=False)
     assert top.responder.tolist() == first.responder.tolist()
@@ -316,8 +314,8 @@ def test_codes_factorised_once_serve_every_judge_choice_like_the_frame(small_stu
     for judges in (["judge-x"], ["judge-y"], ["judge-x", "judge-y"]):
         for subset in (None, labelled):
             args = dict(judges=judges, attributes=attributes, exclusions=exclusions)
-            from_codes = judge_assisted.cell_arrays(codes, **args, labelled=subset)
-            from_frame = judge_assisted.cell_arrays(frame, **args, labelled=subset)
+            from_codes = estimator.cell_arrays(codes, **args, labelled=subset)
+            from_frame = estimator.cell_arrays(frame, **args, labelled=subset)
             pd.testing.assert_frame_equal(from_codes.y, from_frame.y)
             pd.testing.assert_frame_equal(from_codes.f, from_frame.f)
             assert (from_codes.labelled == from_frame.labelled).all()
@@ -370,18 +368,18 @@ def test_adjacent_separations_follow_the_difference_intervals_and_plan(small_stu
     # With every conversation labelled and plain t intervals, some adjacent places are
     # separated even after Holm (eight conversations are too few for the bounded ones).
     arrays = judge_assisted_arrays(study=study, judges=["judge-x", "judge-y"])
-    means = judge_assisted.means_table(
+    means = estimator.means_table(
         arrays, judges=["judge-x", "judge-y"], attributes=attributes, interval="t"
     )
-    diffs = judge_assisted.differences_table(
+    diffs = estimator.differences_table(
         arrays, judges=["judge-x", "judge-y"], attributes=attributes, interval="t"
     )
-    ranking = judge_assisted.ranking_table(means, diffs)
-    full = judge_assisted.adjacent_separations(ranking, diffs, planner.separation_table(diffs))
+    ranking = estimator.ranking_table(means, diffs)
+    full = estimator.adjacent_separations(ranking, diffs, planner.separation_table(diffs))
     assert full["separated"].any() and not full["separated"].all()
 
 
-def _synthetic(rng, n_conv: int, junk: np.ndarray) -> judge_assisted.CellArrays:
+def _synthetic(rng, n_conv: int, junk: np.ndarray) -> estimator.CellArrays:
     """One responder, one attribute: a judge that tracks clinicians, and ``junk`` responses
     that clinicians leave unrated and the judge scores 1."""
     truth = np.clip(rng.normal(4.0, 0.6, n_conv), 1, 5)
@@ -395,7 +393,7 @@ def _synthetic(rng, n_conv: int, junk: np.ndarray) -> judge_assisted.CellArrays:
     columns = pd.Index(["m"], name="responder")
     labelled = np.zeros(n_conv, dtype=bool)
     labelled[: n_conv // 5] = True
-    return judge_assisted.CellArrays(
+    return estimator.CellArrays(
         y=pd.DataFrame(y[:, None], index=index, columns=columns),
         f=pd.DataFrame(f[:, None], index=index, columns=columns),
         labelled=labelled,
@@ -414,7 +412,7 @@ def test_informative_nonresponse_cancels_out_by_design():
         junk = rng.random(500) < 0.1
         arrays = _synthetic(rng, 500, junk)
         truth = float(np.nanmean(arrays.y.to_numpy()))  # the clinician mean over rated ones
-        row = judge_assisted.means_table(arrays, judges=["j"], attributes=["Safety"]).iloc[0]
+        row = estimator.means_table(arrays, judges=["j"], attributes=["Safety"]).iloc[0]
         covered += row.ci_low <= truth <= row.ci_high
         ratios.append(row.width_ratio)
         # The naive estimator: non-responded responses left out, junk still in the unlabelled.

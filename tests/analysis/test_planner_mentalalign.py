@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from analysis import planner
-from analysis.judge_assisted import estimator as ja
+from analysis.judge_assisted import estimator
 from analysis.judge_assisted.selectors import judge_assisted_codes
 from analysis.ppi import z_value
 from analysis.selectors import attribute_names, exclusions_for
@@ -35,10 +35,10 @@ def released(mentalalign_module, django_db_blocker):
 
 
 def _means(codes, attributes, exclusions, labelled):
-    arrays = ja.cell_arrays(
+    arrays = estimator.cell_arrays(
         codes, judges=JUDGES, attributes=attributes, exclusions=exclusions, labelled=labelled
     )
-    table = ja.means_table(arrays, judges=JUDGES, attributes=attributes)
+    table = estimator.means_table(arrays, judges=JUDGES, attributes=attributes)
     return table.set_index(["responder", "attribute"])
 
 
@@ -82,7 +82,9 @@ def test_conversations_lever_predicts_the_icc_width_realised_with_more_conversat
     rng = np.random.default_rng(11)
     ratios = []
     for judges in [(JUDGES[0],), (JUDGES[1],), JUDGES]:
-        arrays = ja.cell_arrays(codes, judges=judges, attributes=attributes, exclusions=exclusions)
+        arrays = estimator.cell_arrays(
+            codes, judges=judges, attributes=attributes, exclusions=exclusions
+        )
         for attribute in attributes:
             h = arrays.y.xs(attribute, level="attribute").to_numpy(float).T
             j = arrays.f.xs(attribute, level="attribute").to_numpy(float).T
@@ -104,7 +106,9 @@ def test_responder_range_holds_the_width_realised_with_twice_the_responders(rele
     single projected width is off by up to a factor 3 either way, hence the range)."""
     codes, attributes, exclusions = released
     rng = np.random.default_rng(13)
-    arrays = ja.cell_arrays(codes, judges=JUDGES, attributes=attributes, exclusions=exclusions)
+    arrays = estimator.cell_arrays(
+        codes, judges=JUDGES, attributes=attributes, exclusions=exclusions
+    )
     held = []
     for attribute in attributes:
         h = arrays.y.xs(attribute, level="attribute").to_numpy(float).T

@@ -16,7 +16,7 @@ from django.utils import timezone
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-import analysis.selectors as selectors
+from analysis import selectors
 from analysis.jobs.services import job_execute
 from analysis.models import Job
 from analysis.selectors import Filters, ReportParams, study_report

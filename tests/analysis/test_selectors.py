@@ -197,7 +197,7 @@ def _cell(value: object = 4, **extra: object) -> str:
     ],
 )
 def test_published_cell_scores_reads_a_cell_like_the_authors_script(raw, expected):
-    assert selectors.published_cell_scores(raw, ATTRS) == expected
+    assert selectors.published_cell_scores(raw=raw, attributes=ATTRS) == expected
 
 
 def test_as_published_reads_imported_judge_cells_with_the_authors_json_loads(small_study):

@@ -125,7 +125,10 @@ def test_order_is_stable_across_reloads_and_follows_the_recorded_seed(study, cli
     stored = list(assignment.items.order_by("position").values_list("response_id", flat=True))
     responses = list(Response.objects.filter(conversation=assignment.conversation))
     derived = [
-        i.response.pk for i in assignment_items_shuffled(assignment, responses, assignment.seed)
+        i.response.pk
+        for i in assignment_items_shuffled(
+            assignment=assignment, responses=responses, seed=assignment.seed
+        )
     ]
     assert derived == stored  # the export can unblind (and check) from the seed alone
 

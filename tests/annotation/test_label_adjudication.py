@@ -123,7 +123,7 @@ def test_the_rule_is_appendix_g_with_every_clinician_as_a_run_and_k_all(scheme):
         ]
     for n in (2, 3):
         for lists in itertools.product(choices[:12], repeat=n):
-            agreed = clinicians_agreed_labels(lists, scheme=scheme, names=NAMES)
+            agreed = clinicians_agreed_labels(label_lists=lists, scheme=scheme, names=NAMES)
             reference = consensus_labels(
                 lists, k=n, n=n, labels=[{"name": x} for x in NAMES], scheme=scheme
             )
@@ -135,8 +135,10 @@ def test_the_rule_is_appendix_g_with_every_clinician_as_a_run_and_k_all(scheme):
 
 
 def test_one_clinician_is_no_disagreement_and_others_beside_a_label_is_dropped():
-    assert clinicians_agreed_labels([[LAB]], scheme="multi", names=NAMES) is None
-    assert clinicians_agreed_labels([[LAB, "Others"], [LAB]], scheme="multi", names=NAMES) == [LAB]
+    assert clinicians_agreed_labels(label_lists=[[LAB]], scheme="multi", names=NAMES) is None
+    assert clinicians_agreed_labels(
+        label_lists=[[LAB, "Others"], [LAB]], scheme="multi", names=NAMES
+    ) == [LAB]
 
 
 # --- The queue ----------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def test_a_signature_verifies_and_a_changed_body_or_old_timestamp_does_not():
 def test_backoff_doubles_up_to_its_maximum(settings):
     settings.WEBHOOK_RETRY_BASE_SECONDS = 10
     settings.WEBHOOK_RETRY_MAX_SECONDS = 100
-    assert [backoff_seconds(n) for n in range(1, 6)] == [10, 20, 40, 80, 100]
+    assert [backoff_seconds(attempts=n) for n in range(1, 6)] == [10, 20, 40, 80, 100]
 
 
 def _finish_a_run():
@@ -212,10 +212,10 @@ def test_a_submitted_task_and_the_study_target_carry_ids_only(db):
     )
     assignments = list(Assignment.objects.filter(conversation__study=small.study))
     Assignment.objects.filter(pk=assignments[0].pk).update(status="in_progress")
-    submitted_emit(assignments[1])
+    submitted_emit(assignment=assignments[1])
     assert list(WebhookDelivery.objects.values_list("event", flat=True)) == ["assignment.submitted"]
     Assignment.objects.filter(pk=assignments[0].pk).update(status="submitted")
-    submitted_emit(assignments[0])
+    submitted_emit(assignment=assignments[0])
     events = sorted(WebhookDelivery.objects.values_list("event", flat=True))
     assert events == ["assignment.submitted", "assignment.submitted", "study.target_reached"]
     names = {r.name for r in small.clinicians} | {r.user.username for r in small.clinicians}
@@ -265,7 +265,7 @@ def test_the_release_job_announces_itself(db, researcher):
         owner=researcher,
         kind=Job.Kind.RELEASE,
         params=params,
-        digest=job_digest(Job.Kind.RELEASE, params),
+        digest=job_digest(kind=Job.Kind.RELEASE, params=params),
         study=study,
     )
     job_execute(job_id=str(job.pk))

@@ -151,7 +151,7 @@ def test_a_disallowed_variable_written_around_validation_is_refused_at_call_time
     endpoint.api_key = API_KEY
     endpoint.save()
     with pytest.raises(Exception, match="DATABASE_URL holds one of") as error:
-        services.endpoint_config(endpoint)
+        services.endpoint_config(endpoint=endpoint)
     assert "db-password-XYZ" not in str(error.value)
 
 
@@ -265,13 +265,13 @@ def test_a_plaintext_key_written_by_raw_sql_is_refused_then_encrypted_by_the_com
     raw_update(endpoint, "api_key", API_KEY)
     endpoint.refresh_from_db()
     with pytest.raises(Exception, match="not encrypted.*reencrypt_api_keys") as error:
-        services.endpoint_config(endpoint)
+        services.endpoint_config(endpoint=endpoint)
     assert API_KEY not in str(error.value)
     call_command("reencrypt_api_keys")
     assert "re-encrypted 1 stored API key" in capsys.readouterr().out
     assert stored_column(endpoint).startswith("fernet:")
     endpoint.refresh_from_db()
-    assert services.endpoint_config(endpoint).api_key == API_KEY
+    assert services.endpoint_config(endpoint=endpoint).api_key == API_KEY
 
 
 def test_key_rotation(study, endpoint_factory, fake_llm, settings):
@@ -280,7 +280,7 @@ def test_key_rotation(study, endpoint_factory, fake_llm, settings):
     # 1. The new key goes first; the old one stays and still decrypts.
     settings.MENTALBENCH_ENCRYPTION_KEYS = [OTHER_KEY, TEST_ENCRYPTION_KEY]
     endpoint.refresh_from_db()
-    assert services.endpoint_config(endpoint).api_key == API_KEY
+    assert services.endpoint_config(endpoint=endpoint).api_key == API_KEY
     # 2. Re-encrypt everything with the new key.
     call_command("reencrypt_api_keys", stdout=open(os.devnull, "w"))  # noqa: SIM115
     new_token = stored_column(endpoint)
@@ -405,14 +405,14 @@ def test_a_keyless_compatible_server_gets_the_placeholder_not_the_workers_key(
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_the_batch_client_never_reads_the_workers_key(worker_keys, provider):
     from judging import providers
-    from judging.providers import batch as batch_providers
+    from judging.providers import batch_api
 
     config = providers.EndpointConfig(
         provider=provider, model="m", base_url="http://127.0.0.1:9/v1", api_key=""
     )
     with pytest.raises(providers.PermanentError, match="no API key"):
-        batch_providers.client(config)
+        batch_api.client(config)
     compatible = providers.EndpointConfig(
         provider="openai_compatible", model="m", base_url="http://127.0.0.1:9/v1"
     )
-    assert batch_providers.client(compatible).api_key == "EMPTY"
+    assert batch_api.client(compatible).api_key == "EMPTY"

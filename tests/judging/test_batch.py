@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from annotation.models import Rating, Score
 from judging import selectors, services
 from judging.models import ProviderBatch, Run, RunItem
-from judging.providers import batch as batch_providers
+from judging.providers import batch_api
 from judging.services import batch, costs
 from tests.celery_workers import wait_for
 from tests.factories import (
@@ -161,13 +161,13 @@ def test_two_pollers_lease_two_batches_of_one_run_at_once(
 
     def other_poller() -> None:
         try:
-            leased.append(batch.batch_lease(second.id, force=True))
+            leased.append(batch.batch_lease(batch_id=second.id, force=True))
         finally:
             connection.close()
 
     with transaction.atomic():
         # One poller holds its lease on the first batch (its lock lasts until it commits) ...
-        assert batch.batch_lease(first.id, force=True) is not None
+        assert batch.batch_lease(batch_id=first.id, force=True) is not None
         thread = threading.Thread(target=other_poller)
         thread.start()
         thread.join(timeout=30)
@@ -246,17 +246,17 @@ def test_two_racing_pollers_store_each_result_once(study, endpoint_factory, fake
     endpoint = batch_endpoint(endpoint_factory, "anthropic")
     run = launch(study, endpoint)
     record = ProviderBatch.objects.get(run=run)
-    plan = batch.load_plan(Run.objects.select_related("endpoint").get(id=run.id))
-    sdk = batch_providers.client(plan.config)
-    state = batch_providers.retrieve(sdk, plan.config, batch_id=record.provider_batch_id)
+    plan = batch.load_plan(run=Run.objects.select_related("endpoint").get(id=run.id))
+    sdk = batch_api.client(plan.config)
+    state = batch_api.retrieve(sdk, plan.config, batch_id=record.provider_batch_id)
     assert state.state == "ended"
     results = list(
-        batch_providers.results(
+        batch_api.results(
             sdk,
             plan.config,
             batch_id=record.provider_batch_id,
             state=state,
-            spec=batch.request_spec(plan),
+            spec=batch.request_spec(plan=plan),
         )
     )
     stored: list[int] = []

@@ -88,7 +88,7 @@ def test_models_the_table_does_not_know_have_no_price(provider, model):
 
 def test_the_endpoints_own_prices_win_field_by_field(db):
     endpoint = ModelEndpoint(provider="openai", model="gpt-4o", price_input_per_mtok=2.0)
-    price = prices.endpoint_prices(endpoint)
+    price = prices.endpoint_prices(endpoint=endpoint)
     assert (price.input, price.output, price.batch_input, price.batch_output) == (
         2.0,
         10.0,
@@ -96,11 +96,13 @@ def test_the_endpoints_own_prices_win_field_by_field(db):
         5.0,
     )
     assert price.source == "endpoint"
-    listed = prices.endpoint_prices(ModelEndpoint(provider="anthropic", model="claude-haiku-4-5"))
+    listed = prices.endpoint_prices(
+        endpoint=ModelEndpoint(provider="anthropic", model="claude-haiku-4-5")
+    )
     assert (listed.input, listed.source) == (1.0, "list")
     # Unknown model, immediate prices set: batch falls back on them (an upper bound).
     own = prices.endpoint_prices(
-        ModelEndpoint(
+        endpoint=ModelEndpoint(
             provider="openai_compatible",
             model="llama",
             price_input_per_mtok=0.2,
@@ -109,11 +111,13 @@ def test_the_endpoints_own_prices_win_field_by_field(db):
     )
     assert (own.batch_input, own.batch_output) == (0.2, 0.4)
     free = prices.endpoint_prices(
-        ModelEndpoint(provider="openai_compatible", model="x", price_input_per_mtok=0.0,
+        endpoint=ModelEndpoint(provider="openai_compatible", model="x", price_input_per_mtok=0.0,
                       price_output_per_mtok=0.0)
     )  # fmt: skip
     assert free.known and free.cost(input_tokens=10**6, output_tokens=10**6) == 0.0
-    unknown = prices.endpoint_prices(ModelEndpoint(provider="openai_compatible", model="x"))
+    unknown = prices.endpoint_prices(
+        endpoint=ModelEndpoint(provider="openai_compatible", model="x")
+    )
     assert not unknown.known and unknown.source == "unknown"
     assert unknown.cost(input_tokens=1, output_tokens=1) is None
     assert unknown.cost(input_tokens=1, output_tokens=1, batch=True) is None
@@ -131,7 +135,7 @@ def test_the_endpoints_own_prices_win_field_by_field(db):
     ],
 )
 def test_money_reads_as_people_read_it(amount, text):
-    assert prices.usd(amount) == text
+    assert prices.usd(amount=amount) == text
 
 
 # ------------------------------------------------------------------------------ estimates
@@ -150,7 +154,7 @@ def test_an_estimate_without_a_price_says_price_unknown_never_zero(db):
     )
     assert estimate.requests == 6 and estimate.input_tokens > 0
     assert estimate.immediate_usd is None and estimate.batch_usd is None
-    shown = costs.estimate_display(estimate.as_dict())
+    shown = costs.estimate_display(estimate=estimate.as_dict())
     assert shown["immediate"] == shown["batch"] == "price unknown"
     assert shown["price_source"] == ""  # the page says it in a sentence of its own
     assert shown["requests"] == "6" and shown["method"] == "chars/4"
@@ -169,19 +173,21 @@ def test_an_estimate_of_a_listed_model_uses_the_list_price(db):
     assert estimate.input_tokens == 1_000_000
     assert estimate.immediate_usd == pytest.approx(2.5 + 0.1 * 10.0)
     assert estimate.batch_usd == pytest.approx(1.25 + 0.1 * 5.0)
-    shown = costs.estimate_display(estimate.as_dict())
+    shown = costs.estimate_display(estimate=estimate.as_dict())
     assert shown["immediate"] == "3.50 USD" and shown["input_tokens"] == "1,000,000"
     assert shown["price_source"] == f"list prices as of {prices.PRICES_TAKEN}"
 
 
 def test_an_estimate_kept_before_prices_could_be_unset_shows_its_zero_as_unknown():
     legacy = {"requests": 4, "input_tokens": 900, "output_tokens_max": 4096}
-    shown = costs.estimate_display({**legacy, "immediate_usd": 0.0, "batch_usd": 0.0})
+    shown = costs.estimate_display(estimate={**legacy, "immediate_usd": 0.0, "batch_usd": 0.0})
     assert shown["immediate"] == "price unknown"
-    priced = costs.estimate_display({**legacy, "immediate_usd": 0.0123, "batch_usd": 0.0062})
+    priced = costs.estimate_display(
+        estimate={**legacy, "immediate_usd": 0.0123, "batch_usd": 0.0062}
+    )
     assert priced["immediate"] == "0.0123 USD"
     free = costs.estimate_display(
-        {**legacy, "immediate_usd": 0.0, "batch_usd": 0.0, "price_source": "endpoint"}
+        estimate={**legacy, "immediate_usd": 0.0, "batch_usd": 0.0, "price_source": "endpoint"}
     )
     assert free["immediate"] == "0 USD"  # set to 0 on purpose: a real price
 
@@ -272,7 +278,7 @@ def test_a_disabled_endpoint_is_not_offered_for_new_runs_and_its_runs_keep_it(
     Run.objects.filter(pk=run.pk).update(status=Run.Status.DONE)
     endpoints.endpoint_set_enabled(endpoint_id=endpoint.pk, enabled=False)
     for kind in Run.Kind.values:
-        assert endpoint not in endpoints.endpoints_for_launch(kind)
+        assert endpoint not in endpoints.endpoints_for_launch(kind=kind)
     form = JudgeRunForm(
         {"study": study.pk, "endpoint": endpoint.pk, "subset": "all", "sample_seed": 0,
          "repeats": 1, "max_output_attempts": 3, "concurrency": 1, "parallel_tasks": 1}
@@ -283,7 +289,7 @@ def test_a_disabled_endpoint_is_not_offered_for_new_runs_and_its_runs_keep_it(
     run.refresh_from_db()
     assert run.endpoint_id == endpoint.pk and run.status == Run.Status.RUNNING
     endpoints.endpoint_set_enabled(endpoint_id=endpoint.pk, enabled=True)
-    assert endpoint in endpoints.endpoints_for_launch(Run.Kind.JUDGE)
+    assert endpoint in endpoints.endpoints_for_launch(kind=Run.Kind.JUDGE)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])

@@ -150,9 +150,9 @@ def test_admin_never_renders_the_api_key(staff_client, endpoint_factory):
 def test_endpoint_form_keeps_the_base_url_scheme_and_says_what_a_bare_one_means():
     from django.core.exceptions import ValidationError
 
-    from judging.admin import ModelEndpointForm
+    from judging.forms import EndpointForm
 
-    field = ModelEndpointForm.base_fields["base_url"]
+    field = EndpointForm.base_fields["base_url"]
     assert field.clean("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
     assert field.clean("api.example.org/v1") == "https://api.example.org/v1"
     assert field.clean("") == ""
