@@ -32,7 +32,7 @@ class AccountAdapter(DefaultAccountAdapter):
         existing name. allauth tries another candidate when one is refused."""
         username = super().clean_username(username, shallow=shallow)
         try:
-            return username_clean(username)
+            return username_clean(username=username)
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
 

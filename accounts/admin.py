@@ -56,7 +56,7 @@ class TotpCodeUseAdmin(ViewOnlyAdmin):
 
 def _clean_username(form: forms.ModelForm, renaming: int | None) -> str:
     try:
-        return username_clean(form.cleaned_data.get("username") or "", renaming=renaming)
+        return username_clean(username=form.cleaned_data.get("username") or "", renaming=renaming)
     except ValueError as exc:
         raise forms.ValidationError(str(exc)[0].upper() + str(exc)[1:] + ".") from None
 

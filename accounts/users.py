@@ -19,7 +19,7 @@ from .tokens import password_token_generator
 from .usernames import username_normalised, usernames_look_alike
 
 
-def username_clean(username: str, *, renaming: int | None = None) -> str:
+def username_clean(*, username: str, renaming: int | None = None) -> str:
     """`username` stripped and checked, or ValueError saying why it cannot be a new account's.
 
     NFKC-normalised first (full-width letters and ligatures become plain ones: the name is
@@ -68,7 +68,7 @@ def username_clean(username: str, *, renaming: int | None = None) -> str:
 def user_create(*, username: str, email: str = "", role: str) -> User:
     """An invited account: `username` checked by `username_clean`, no usable password (the
     invitation's set-password link sets it), holding the platform-wide `role`."""
-    username = username_clean(username)
+    username = username_clean(username=username)
     user = get_user_model()(username=username, email=email.strip())
     user.set_unusable_password()
     try:

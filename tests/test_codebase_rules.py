@@ -42,9 +42,7 @@ SERVICE_APPS = ("annotation", "judging", "analysis", "accounts")
 # (file, function) of a services or selectors module that may take a parameter by position, each
 # with the calling convention (a framework's, a callback's) that needs it.
 POSITIONAL_ALLOWED: dict[tuple[str, str], str] = {
-    # An account function on its way to `accounts`, whose move makes it keyword-only there; the
-    # admin form and the allauth adapter call it positionally until then.
-    ("annotation/services/rating.py", "username_clean"): "moving to accounts",
+    # (path, function): why it must take a parameter by position. None does today.
 }
 
 
@@ -177,13 +175,21 @@ def _patched(node: ast.AST, modules: dict[str, str]) -> tuple[str, str] | None:
     return ast.unparse(first).replace(root.id, modules[root.id], 1), second.value
 
 
+#: Services modules named for what they serve rather than "services".
+SERVICE_MODULES_NAMED = frozenset({"accounts/users.py"})
+
+
 def is_service_or_selector(path: str) -> bool:
     """Whether the module at `path` is a services or selectors module of the apps."""
     parts = path.split("/")
-    return parts[0] in SERVICE_APPS and (
-        parts[-1] == "services.py"
-        or (len(parts) > 2 and parts[-2] == "services")
-        or "selectors" in parts[-1]
+    return (
+        path in SERVICE_MODULES_NAMED
+        or parts[0] in SERVICE_APPS
+        and (
+            parts[-1] == "services.py"
+            or (len(parts) > 2 and parts[-2] == "services")
+            or "selectors" in parts[-1]
+        )
     )
 
 

@@ -66,6 +66,6 @@ def test_skeletons_of_look_alikes_are_equal_and_of_different_names_not():
 @pytest.mark.django_db
 def test_renaming_keeps_its_own_name_and_ordinary_names_pass():
     kept = user_make(username="admin")
-    assert username_clean("admin", renaming=kept.pk) == "admin"
-    assert username_clean("dr.Lee-2") == "dr.Lee-2"
-    assert username_clean("Zoë") == "Zoë"
+    assert username_clean(username="admin", renaming=kept.pk) == "admin"
+    assert username_clean(username="dr.Lee-2") == "dr.Lee-2"
+    assert username_clean(username="Zoë") == "Zoë"
