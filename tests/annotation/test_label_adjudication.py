@@ -231,13 +231,13 @@ def test_everyone_else_is_refused_and_nothing_is_written(ranked, client):
 
 
 def test_pages_show_clinicians_as_letters_with_their_labels_and_nothing_else(ranked, client):
-    from analysis.pseudonyms import rater_codes_ensure
+    from analysis.pseudonyms import rater_codes
 
     study, m = ranked["study"], ranked["m"]
     LabelAnnotation.objects.filter(conversation=m["m0"], labels=[MR]).update(
         labels=["Others"], others=["Catastrophising"]
     )
-    forbidden = list(rater_codes_ensure(study_id=study.pk).values())
+    forbidden = list(rater_codes(study_id=study.pk).values())
     for rater in Rater.objects.filter(kind=Rater.Kind.CLINICIAN):
         forbidden += [rater.name, rater.user.username]
     forbidden.append("zz-label-judge")
