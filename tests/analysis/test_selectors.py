@@ -271,6 +271,7 @@ def test_the_report_does_not_depend_on_the_order_ratings_were_stored_in(small_st
     stores them) give the same table to the last bit: the bootstrap resamples responders by
     their number, so the frame's order must not come from the storage order."""
     from annotation.models import Conversation, Response, Study
+    from annotation.rater_codes import rater_codes_assign
 
     original = small_study.study
     mirror = Study.objects.create(name="Mirror", rubric=original.rubric)
@@ -295,6 +296,8 @@ def test_the_report_does_not_depend_on_the_order_ratings_were_stored_in(small_st
         Score.objects.bulk_create(
             Score(rating=rating, attribute_id=s.attribute_id, value=s.value) for s in scores
         )
+    # The clinicians joined the mirror too, as the import of a release gives them their codes.
+    rater_codes_assign(study_id=mirror.pk, rater_ids=[c.pk for c in small_study.clinicians])
 
     def table(study: Study) -> str:
         frame = scores_frame(study=study)
