@@ -25,6 +25,7 @@ from annotation.label_adjudication_selectors import (
 )
 from annotation.membership import ADJUDICATOR, LEAD, member_add
 from annotation.models import Conversation, LabelAdjudication, LabelAnnotation, Rater
+from annotation.rater_codes import rater_codes_assign
 from annotation.roles import ADMIN, RESEARCHER
 from annotation.selectors import study_label_names
 from annotation.services.label_adjudication import (
@@ -61,6 +62,8 @@ def _label(rater: Rater, conversation: Conversation, labels: list[str], **extra)
         labels=labels,
         **extra,
     )
+    # The clinician joined the study with their first work (an assignment or import does it).
+    rater_codes_assign(study_id=conversation.study_id, rater_ids=[rater.pk])
 
 
 def _setup(scheme: str) -> dict:
