@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from annotation.admin import ViewOnlyAdmin
 
-from .models import ExportLog, Job, RaterCode
+from .models import ExportLog, Job
 
 
 @admin.register(ExportLog)
@@ -10,17 +10,6 @@ class ExportLogAdmin(ViewOnlyAdmin):
     list_display = ["created_at", "user", "study", "channel", "what", "rows"]
     list_filter = ["channel", "what"]
     search_fields = ["user__username", "study__name"]
-
-
-@admin.register(RaterCode)
-class RaterCodeAdmin(ViewOnlyAdmin):
-    """Which clinician is behind which study code (staff only: Django's admin admits no one
-    else). Codes are assigned by the platform and never edited, so that they stay stable."""
-
-    list_display = ["study", "code", "rater"]
-    list_filter = ["study"]
-    search_fields = ["code", "rater__name", "study__name"]
-    list_select_related = ["study", "rater"]
 
 
 @admin.register(Job)

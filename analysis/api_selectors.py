@@ -10,9 +10,8 @@ from typing import Any, TypeVar
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
-from analysis.models import RaterCode
 from annotation.analysed import analysed_ratings_q
-from annotation.models import LabelAnnotation, Rater, Rating, Score, Study
+from annotation.models import LabelAnnotation, Rater, RaterCode, Rating, Score, Study
 
 # The models whose lists show raters pseudonymously.
 _Rated = TypeVar("_Rated", Rating, LabelAnnotation)

@@ -15,10 +15,11 @@ What the SQL has to reproduce exactly:
   empty string, so text cells are ``NULLIF(…, '')`` first (NULL is written as nothing).
 - Quoting: COPY quotes a cell holding a delimiter, a quote, ``\\n`` or ``\\r``. Python's csv
   module (before 3.12) does not quote a lone ``\\r``, so export.py quotes those rows itself.
-- Clinicians as their study code unless identified; a clinician who started rating after the
-  codes were handed out would have no code, so the SELECT runs in a REPEATABLE READ snapshot
-  that was first checked to hold no uncoded clinician (otherwise codes are handed out and the
-  check repeated). A name never leaks through a missing code.
+- Clinicians as their study code unless identified. Every clinician has one from the moment
+  they joined the study (annotation.rater_codes), committed with or before their first work;
+  the SELECT runs in a REPEATABLE READ snapshot first checked to hold no uncoded clinician, and
+  one found (a bug of a write path) refuses the export (UncodedClinician) rather than write
+  anything. A name never leaks through a missing code.
 - Timestamps: ISO-8601 UTC to the microsecond when identified, otherwise the day (UTC).
 - Which ratings count (annotation/analysed.py, the default "first" rule): no practice
   conversation, and a clinician's first rating of a response (judge runs keep every repeat).
@@ -43,7 +44,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import Model
 
 from analysis.copy_read import bind
-from analysis.models import RaterCode
+from analysis.pseudonyms import UncodedClinician
 from annotation.adjudication_selectors import ADJUDICATED, AWAITING, CONSENSUS, SINGLE
 from annotation.csvsafe import safe_cell
 from annotation.models import (
@@ -53,6 +54,7 @@ from annotation.models import (
     AttributeThreshold,
     Conversation,
     Rater,
+    RaterCode,
     Rating,
     Responder,
     Response,
@@ -62,14 +64,10 @@ from annotation.models import (
 
 if TYPE_CHECKING:
     from analysis.export import ExportCount
-    from analysis.pseudonyms import RaterLabels
 
 # The header is yielded alone, then chunks of at most CHUNK_ROWS rows (as in export.py), so a
 # download starts at once and memory stays at one chunk whatever the size of the study.
 CHUNK_ROWS = 2000
-# Tries at a snapshot in which every clinician has a code; a second is only needed when a new
-# clinician saved a first rating between handing out codes and taking the snapshot.
-SNAPSHOT_TRIES = 5
 
 # csvsafe's rule in SQL (see its docstring): a text cell starting with = + - @ tab CR or their
 # full-width forms, and not a plain decimal number, gets one apostrophe in front; a ; or , that
@@ -275,11 +273,11 @@ def wide_sql(*, identified: bool, cells: list[tuple[int, int]]) -> str:
         ORDER BY {order_by}"""
 
 
-def _uncoded_clinicians_sql() -> str:
+def _uncoded_clinician_sql() -> str:
     return f"""
-        SELECT EXISTS (
-            SELECT 1 {_from_where()}
-            AND rt.kind = %(clinician)s AND rc.id IS NULL)"""
+        SELECT ra.rater_id {_from_where()}
+            AND rt.kind = %(clinician)s AND rc.id IS NULL
+        LIMIT 1"""
 
 
 @contextmanager
@@ -303,10 +301,9 @@ def copy_csv(
     identified: bool,
     header: str,
     count: ExportCount,
-    labels: RaterLabels,
 ) -> Iterator[str]:
     """Header, then the rows of `query` as CSV in chunks of CHUNK_ROWS; `count.rows` counts the
-    rows sent. `labels.ensure` hands out codes when the snapshot finds an uncoded clinician."""
+    rows sent. Reads only: UncodedClinician if the snapshot holds a clinician without a code."""
     params = {
         **params,
         "study": study.pk,
@@ -316,21 +313,16 @@ def copy_csv(
         "threshold": study.adjudication_threshold,
     }
     statement = f"COPY ({query}) TO STDOUT WITH (FORMAT csv)"
-    for _ in range(SNAPSHOT_TRIES):
-        with _snapshot():
-            with connection.cursor() as cursor:
-                if not identified:
-                    cursor.execute(_uncoded_clinicians_sql(), params)
-                uncoded = not identified and cursor.fetchone()[0]
-                if not uncoded:
-                    yield header
-                    yield from _stream(cursor, statement, params, count)
-                    count.done = True
-                    return
-        labels.ensure(study.pk)
-    raise RuntimeError(
-        f"study {study.name!r}: clinicians kept appearing without a study code; try again"
-    )
+    with _snapshot():
+        with connection.cursor() as cursor:
+            if not identified:
+                cursor.execute(_uncoded_clinician_sql(), params)
+                uncoded = cursor.fetchone()
+                if uncoded is not None:
+                    raise UncodedClinician(study_id=study.pk, rater_id=uncoded[0])
+            yield header
+            yield from _stream(cursor, statement, params, count)
+            count.done = True
 
 
 def _stream(

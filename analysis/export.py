@@ -226,8 +226,6 @@ def long_csv(
         # Identified exports carry each response's estimated time on task, computed in Python
         # from the audit trail (annotation/time_on_task.py); they are rare and audited.
         return long_csv_python(study=study, count=count, identified=identified)
-    labels = RaterLabels(identified=identified)
-    labels.ensure(study.pk)
     return copy_export.copy_csv(
         study=study,
         query=copy_export.long_sql(identified=identified),
@@ -235,7 +233,6 @@ def long_csv(
         identified=identified,
         header=_header(LONG_COLUMNS),
         count=count if count is not None else ExportCount(),
-        labels=labels,
     )
 
 
@@ -245,7 +242,6 @@ def long_csv_python(
     """long_csv computed in Python (any database)."""
     count = count if count is not None else ExportCount()
     labels = RaterLabels(identified=identified)
-    labels.ensure(study.pk)  # every clinician of the study has a code before the rows are read
     stamp = IsoTimestamp if identified else _day
     # Presentation position of the response in the clinician's assignment (None for imported
     # and judge ratings, which have no assignment).
@@ -341,8 +337,6 @@ def wide_csv(
     on PostgreSQL."""
     if not _use_copy():
         return wide_csv_python(study=study, count=count, identified=identified)
-    labels = RaterLabels(identified=identified)
-    labels.ensure(study.pk)
     header, cells = wide_columns(study=study)
     responder_ids = dict(Responder.objects.values_list("key", "pk"))
     attribute_ids = dict(study.rubric.attributes.values_list("name", "pk"))
@@ -356,7 +350,6 @@ def wide_csv(
         identified=identified,
         header=_header(header),
         count=count if count is not None else ExportCount(),
-        labels=labels,
     )
 
 
@@ -366,7 +359,6 @@ def wide_csv_python(
     """wide_csv computed in Python (any database)."""
     count = count if count is not None else ExportCount()
     labels = RaterLabels(identified=identified)
-    labels.ensure(study.pk)
     header, cells = wide_columns(study=study)
     index = {cell: i for i, cell in enumerate(cells)}
     scores, rater_order = _with_rater_order(_scores(study), study, identified)

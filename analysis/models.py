@@ -1,6 +1,6 @@
-"""The analysis app only reads ratings; it stores who exported what, when, the pseudonymous
-codes under which researchers see clinicians, and the background jobs that compute what a web
-request should not wait for."""
+"""The analysis app only reads ratings (and the clinicians' study codes, which annotation
+hands out: annotation.models.RaterCode); it stores who exported what, when, and the background
+jobs that compute what a web request should not wait for."""
 
 import uuid
 
@@ -30,32 +30,8 @@ class ExportLog(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.what} by {self.user or 'shell'} at {self.created_at:%Y-%m-%d %H:%M}"
-
-
-class RaterCode(models.Model):
-    """A clinician's pseudonymous code in one study (C01, C02, …), shown to researchers instead
-    of the clinician's name.
-
-    Stored rather than derived so it is stable across exports, the API and the dashboards (and
-    through a SECRET_KEY rotation), joinable in SQL, and different between studies: numbers are
-    handed out in a random order per study, so a code says nothing about who joined first and
-    C01 of one study is unrelated to C01 of another. Only admins see this table.
-    """
-
-    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="+")
-    rater = models.ForeignKey("annotation.Rater", on_delete=models.CASCADE, related_name="codes")
-    number = models.PositiveIntegerField()
-    code = models.CharField(max_length=16)
-
-    class Meta:
-        ordering = ["study", "number"]
-        constraints = [
-            models.UniqueConstraint(fields=["study", "rater"], name="rater_code_once_per_study"),
-            models.UniqueConstraint(fields=["study", "number"], name="rater_code_unique_in_study"),
-        ]
+        # The permission sits on the log that audits its use (it was RaterCode's before study
+        # codes moved to annotation; migration 0005 moved the permission row, grants included).
         permissions = [
             (
                 "view_clinician_identities",
@@ -64,7 +40,7 @@ class RaterCode(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.code
+        return f"{self.what} by {self.user or 'shell'} at {self.created_at:%Y-%m-%d %H:%M}"
 
 
 class Job(models.Model):

@@ -2,7 +2,7 @@
 
 Analysis needs to know that two scores came from the same clinician, not who that clinician is.
 So every export, API response and dashboard shows a clinician as their study code
-(analysis.models.RaterCode), dates instead of exact timestamps, and submitted work only. LLM
+(annotation.models.RaterCode), dates instead of exact timestamps, and submitted work only. LLM
 judges keep their names: they are what is being studied.
 
 *Identified* access — real names, exact timestamps, drafts — is an explicit request
@@ -10,35 +10,27 @@ judges keep their names: they are what is being studied.
 ``analysis.view_clinician_identities`` permission may make, and each such request writes an
 ExportLog row (who, when, what, parameters).
 
-Codes are handed out lazily, the first time a study's data is shown: ``rater_codes_ensure``
-gives every clinician of the study a code at once (in a random order), under a lock on the
-study row, so concurrent first requests agree and the numbering does not depend on which page
-was opened first.
+Codes are given when a clinician joins a study (annotation.rater_codes: team membership, an
+assignment, an import of their ratings), never here: everything in this module, and whatever
+shows a study's data, only reads them.
 """
 
 from __future__ import annotations
 
-import secrets
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 
 from accounts.roles import is_admin
-from analysis.models import RaterCode
-from annotation.models import Assignment, LabelAnnotation, Rater, Rating, Study
+from annotation.models import Rater, RaterCode
 
 IDENTITIES_PERMISSION = "analysis.view_clinician_identities"
 IDENTIFIED_REFUSED = (
     "clinicians' names, drafts and exact timestamps are for admins and for users an admin has "
     "given the 'view clinician identities' permission"
 )
-
-
-def code_for(number: int) -> str:
-    return f"C{number:02d}"
 
 
 def can_see_identities(user: User | AnonymousUser) -> bool:
@@ -58,45 +50,27 @@ def identified_check(*, user: User | AnonymousUser, identified: bool) -> None:
 
 
 def rater_codes(*, study_id: int) -> dict[int, str]:
-    """Rater id → code of the study's clinicians that already have one."""
+    """Rater id → code of the study's clinicians (every clinician who joined it has one)."""
     return dict(RaterCode.objects.filter(study_id=study_id).values_list("rater_id", "code"))
 
 
-def _clinicians_of(study_id: int) -> set[int]:
-    clinician = Rater.Kind.CLINICIAN
-    ids: set[int] = set()
-    # Three small distinct queries rather than one OR across three joins (a cross product).
-    for queryset in (
-        Rating.objects.filter(response__conversation__study_id=study_id, rater__kind=clinician),
-        LabelAnnotation.objects.filter(conversation__study_id=study_id, rater__kind=clinician),
-        Assignment.objects.filter(conversation__study_id=study_id, rater__kind=clinician),
-    ):
-        ids.update(queryset.values_list("rater_id", flat=True).distinct())
-    return ids
+class UncodedClinician(LookupError):
+    """A clinician's work in a study whose clinicians should all have codes but one has none:
+    a write path that made them part of the study without annotation.rater_codes. Refused
+    rather than shown under their name, or under a made-up code that another export would not
+    repeat."""
 
-
-@transaction.atomic
-def rater_codes_ensure(*, study_id: int, rater_ids: tuple[int, ...] = ()) -> dict[int, str]:
-    """Give a code to every clinician of the study (and to `rater_ids`) that has none yet;
-    return rater id → code. Idempotent; holds a lock on the study row while numbering."""
-    Study.objects.select_for_update().filter(pk=study_id).values_list("pk", flat=True).first()
-    existing = dict(RaterCode.objects.filter(study_id=study_id).values_list("rater_id", "number"))
-    wanted = _clinicians_of(study_id) | set(rater_ids)
-    missing = [r for r in sorted(wanted) if r not in existing]
-    if missing:
-        # A random order, so the numbers reveal nothing (not who was created or rated first).
-        secrets.SystemRandom().shuffle(missing)
-        start = max(existing.values(), default=0)
-        RaterCode.objects.bulk_create(
-            RaterCode(study_id=study_id, rater_id=r, number=start + i, code=code_for(start + i))
-            for i, r in enumerate(missing, start=1)
+    def __init__(self, *, study_id: int, rater_id: int) -> None:
+        super().__init__(
+            f"clinician rater {rater_id} has no study code in study {study_id}: a clinician "
+            "gets one on joining a study (annotation.rater_codes.rater_codes_assign)"
         )
-    return rater_codes(study_id=study_id)
 
 
 class RaterLabels:
     """Names raters in outgoing data: judges by name; clinicians by their study code, or by
-    name when `identified`. Codes are read once per study and created on a miss."""
+    name when `identified`. Codes are read once per study, never written (UncodedClinician on
+    a miss)."""
 
     def __init__(self, *, identified: bool = False) -> None:
         self.identified = identified
@@ -108,18 +82,15 @@ class RaterLabels:
             self._codes[study_id] = rater_codes(study_id=study_id)
         return self._codes[study_id]
 
-    def ensure(self, study_id: int) -> None:
-        """Code every clinician of the study now (before a query that sorts by code)."""
-        self._codes[study_id] = rater_codes_ensure(study_id=study_id)
-
     def label(self, *, study_id: int, rater_id: int, name: str, kind: str) -> str:
         if self.identified or kind != Rater.Kind.CLINICIAN:
             return name
         codes = self.codes(study_id)
-        if rater_id not in codes:  # a clinician who started rating since the codes were read
-            codes = self._codes[study_id] = rater_codes_ensure(
-                study_id=study_id, rater_ids=(rater_id,)
-            )
+        if rater_id not in codes:
+            # Joined since the codes were read (their code committed with their first work)?
+            codes = self._codes[study_id] = rater_codes(study_id=study_id)
+        if rater_id not in codes:
+            raise UncodedClinician(study_id=study_id, rater_id=rater_id)
         return codes[rater_id]
 
     def timestamp(self, value: datetime | None) -> Any:

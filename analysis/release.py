@@ -51,7 +51,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
 
-from analysis.pseudonyms import rater_codes_ensure
+from analysis.pseudonyms import UncodedClinician, rater_codes
 from analysis.selectors import study_version
 from annotation.adjudication_selectors import (
     RELEASE_ADJUDICATION_COLUMNS,
@@ -161,16 +161,17 @@ def _judges(study: Study) -> list[Rater]:
 
 def _clinician_codes(study: Study) -> list[tuple[int, str]]:
     """(rater id, code) of every clinician with released work, by code number."""
-    codes = rater_codes_ensure(study_id=study.pk)
+    codes = rater_codes(study_id=study.pk)
     with_work = set(
         released_ratings(study)
         .filter(rater__kind=Rater.Kind.CLINICIAN)
         .values_list("rater_id", flat=True)
         .distinct()
     ) | set(_flagged(study).values_list("rater_id", flat=True).distinct())
-    return sorted(
-        ((r, codes[r]) for r in with_work if r in codes), key=lambda rc: int(rc[1][1:] or 0)
-    )
+    uncoded = sorted(with_work - set(codes))
+    if uncoded:  # dropping their work would publish another study than the one analysed
+        raise UncodedClinician(study_id=study.pk, rater_id=uncoded[0])
+    return sorted(((r, codes[r]) for r in with_work), key=lambda rc: int(rc[1][1:] or 0))
 
 
 def _flagged(study: Study) -> QuerySet[Assignment]:

@@ -27,7 +27,6 @@ from django.utils import timezone
 from analysis import reports, rouge
 from analysis.adjudicated import judges_against_final
 from analysis.copy_read import RatingScores, packed_rating_scores, plain_columns
-from analysis.models import RaterCode
 from analysis.pseudonyms import RaterLabels
 from annotation.adjudication_selectors import ADJUDICATED, final_scores
 from annotation.analysed import FIRST, analysed_ratings_q
@@ -36,6 +35,7 @@ from annotation.models import (
     ClinicianSample,
     Conversation,
     Rater,
+    RaterCode,
     Rating,
     Responder,
     Response,

@@ -29,6 +29,7 @@ from .models import (
     MailPreference,
     MailSent,
     Rater,
+    RaterCode,
     Rating,
     RatingChange,
     ReferenceScore,
@@ -328,6 +329,17 @@ class RaterAdmin(_LockedOnceUsed, admin.ModelAdmin):
 
     def used(self, obj: Rater) -> bool:
         return rater_has_work(rater_id=obj.pk)
+
+
+@admin.register(RaterCode)
+class RaterCodeAdmin(ViewOnlyAdmin):
+    """Which clinician is behind which study code (staff only: Django's admin admits no one
+    else). Codes are given when a clinician joins a study and never edited: they stay stable."""
+
+    list_display = ["study", "code", "rater"]
+    list_filter = ["study"]
+    search_fields = ["code", "rater__name", "study__name"]
+    list_select_related = ["study", "rater"]
 
 
 class AssignmentItemInline(ViewOnlyInline):

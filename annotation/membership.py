@@ -22,7 +22,8 @@ from django.http import Http404
 from accounts.roles import ADMIN, RESEARCHER, platform_roles_of, roles_forget
 from accounts.usernames import username_normalised
 
-from .models import Study, StudyMember
+from .models import Rater, Study, StudyMember
+from .rater_codes import rater_codes_assign
 
 LEAD = StudyMember.Role.LEAD
 CLINICIAN = StudyMember.Role.CLINICIAN
@@ -125,6 +126,8 @@ def member_add(*, study: Study, user, role: str, site: str = "") -> StudyMember:
     if not created and site.strip() and member.site != site.strip():
         member.site = site.strip()
         member.save(update_fields=["site"])
+    if role == CLINICIAN:
+        _clinicians_coded(study_id=study.pk, user_ids=[user.pk])
     roles_forget(user)
     return member
 
@@ -132,10 +135,20 @@ def member_add(*, study: Study, user, role: str, site: str = "") -> StudyMember:
 def members_ensure(*, study_id: int, user_ids: Iterable[int], role: str) -> None:
     """Make each of ``user_ids`` a member of study ``study_id`` in ``role`` unless they are already
     (their sites unchanged): one query whatever their number."""
+    user_ids = set(user_ids)
     StudyMember.objects.bulk_create(
-        [StudyMember(study_id=study_id, user_id=pk, role=role) for pk in set(user_ids)],
+        [StudyMember(study_id=study_id, user_id=pk, role=role) for pk in user_ids],
         ignore_conflicts=True,
     )
+    if role == CLINICIAN:
+        _clinicians_coded(study_id=study_id, user_ids=user_ids)
+
+
+def _clinicians_coded(*, study_id: int, user_ids: Iterable[int]) -> None:
+    # A clinician on a study's team has joined it: their rater's study code now, so that no
+    # page that shows the study's data has to hand one out (a reader never writes).
+    raters = Rater.objects.filter(user_id__in=list(user_ids), kind=Rater.Kind.CLINICIAN)
+    rater_codes_assign(study_id=study_id, rater_ids=raters.values_list("pk", flat=True))
 
 
 def member_remove(*, study: Study, user, role: str) -> bool:

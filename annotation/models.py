@@ -334,6 +334,38 @@ class Rater(models.Model):
         return self.name
 
 
+class RaterCode(models.Model):
+    """A clinician's pseudonymous code in one study (C01, C02, …), shown to researchers instead
+    of the clinician's name.
+
+    Stored rather than derived so it is stable across exports, the API and the dashboards (and
+    through a SECRET_KEY rotation), joinable in SQL, and different between studies: C01 of one
+    study is unrelated to C01 of another. A code is given when a clinician joins a study
+    (annotation.rater_codes), so reading a study's data never writes; the clinicians
+    who join together (one assignment round, one import) are numbered in a random order, and
+    later ones take the next numbers. Only admins see this table.
+
+    The table keeps the name it was created under (``analysis_ratercode``): the model moved
+    from analysis, which only reads it now, without moving any row.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="codes")
+    number = models.PositiveIntegerField()
+    code = models.CharField(max_length=16)
+
+    class Meta:
+        db_table = "analysis_ratercode"
+        ordering = ["study", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "rater"], name="rater_code_once_per_study"),
+            models.UniqueConstraint(fields=["study", "number"], name="rater_code_unique_in_study"),
+        ]
+
+    def __str__(self) -> str:
+        return self.code
+
+
 class Assignment(models.Model):
     """One conversation for one clinician, with its stored presentation order (AssignmentItem)."""
 

@@ -40,6 +40,7 @@ from .models import (
     TrainingOutcome,
 )
 from .presentation import presentation_items
+from .rater_codes import rater_codes_assign
 
 REFERENCE_COLUMNS = ("conversation", "responder", "attribute", "score")
 
@@ -285,6 +286,8 @@ def practice_assign(
     AssignmentItem.objects.bulk_create(
         item for a in new for item in presentation_items(a, responses[a.conversation_id])
     )
+    # Practice is work in the study: the clinician has joined it (their study code).
+    rater_codes_assign(study_id=study.pk, rater_ids={a.rater_id for a in new})
     return new
 
 

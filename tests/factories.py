@@ -225,6 +225,7 @@ def small_study_make() -> SmallStudy:
         Response,
         Study,
     )
+    from annotation.rater_codes import rater_codes_assign
     from annotation.services import rubric_get_or_create_default
 
     rng = np.random.default_rng(7)
@@ -247,6 +248,8 @@ def small_study_make() -> SmallStudy:
         Rater.objects.create(kind=Rater.Kind.JUDGE, name="judge-x", excluded_responders=["m1"]),
         Rater.objects.create(kind=Rater.Kind.JUDGE, name="judge-y"),
     ]
+    # The clinicians join the study (their study codes), as being given its work does.
+    rater_codes_assign(study_id=study.pk, rater_ids=[c.pk for c in clinicians])
     n_scores = 0
     for c in range(8):
         conversation = Conversation.objects.create(
@@ -321,6 +324,7 @@ def labelled_distortion_study_make() -> tuple[Study, Run]:
     """The study "CD dashboard": DISTORTION_RUNS as one labelling run of the judge "fake-cd"
     (five repeats) and DISTORTION_CLINICIAN_LABELS from the clinician "dr-who"."""
     from annotation.models import Conversation, LabelAnnotation, Rater, Study
+    from annotation.rater_codes import rater_codes_assign
     from annotation.services import study_get_or_create
     from judging.models import ModelEndpoint, Run
 
@@ -335,6 +339,7 @@ def labelled_distortion_study_make() -> tuple[Study, Run]:
         study=study, endpoint=endpoint, rater=judge, kind="labelling", repeats=5, temperature=0.5
     )
     clinician = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr-who")
+    rater_codes_assign(study_id=study.pk, rater_ids=[clinician.pk])  # joins: their study code
     for ext, runs in DISTORTION_RUNS.items():
         conversation = Conversation.objects.create(
             study=study, external_id=ext, context=f"message {ext}"
@@ -370,12 +375,14 @@ def overlap_study_make(
     import numpy as np
 
     from annotation.models import Rater, Response
+    from annotation.rater_codes import rater_codes_assign
 
     keys = ["original", "gpt4o", "claude", "gemini", "llama_3", "qwen_2", "qwen_3", "ds_qwen",
             "ds_llama", "gpt4omini"]  # fmt: skip
     study = study_make(name=name, conversations=conversations, responders=keys)
     attributes = list(study.rubric.attributes.order_by("position"))
     people = [clinician_make(username=f"{name[:6].lower()}-clin{k}") for k in range(clinicians)]
+    rater_codes_assign(study_id=study.pk, rater_ids=[p.pk for p in people])  # they join
     judges = [
         Rater.objects.create(kind=Rater.Kind.JUDGE, name="close-judge"),
         Rater.objects.create(kind=Rater.Kind.JUDGE, name="far-judge"),

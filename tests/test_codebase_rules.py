@@ -14,6 +14,15 @@
   `*selectors*.py` in the apps) take keyword arguments only: a call names what it passes, so two
   arguments of one type cannot be swapped unseen, and a parameter can be added or reordered
   without reading every caller. Methods, nested functions and private helpers are free.
+- Reads never write ("Services write, selectors read"): a selector module (`*selectors*.py`),
+  an export (`analysis/export.py`, `copy_export.py`, `copy_read.py`, `release.py`) or the
+  pseudonyms every export names clinicians through (`analysis/pseudonyms.py`) calls no ORM
+  write (`save()`, `create`, `bulk_create`, `update(field=…)`, `delete()`, `select_for_update`,
+  `get_or_create`, `update_or_create`, …), no `*_ensure` or `*_assign` function and imports
+  nothing from a services module; a view or API module (`views.py`, `*_views.py`, `api.py`)
+  calls no ORM write itself (it calls a service). The exceptions are WRITES_ALLOWED, each with
+  its reason. tests/analysis/test_reads_only.py proves the rule at run time: the first views of
+  a freshly imported study send no INSERT, UPDATE or DELETE.
 
 The checks parse the source (ast): nothing is imported, so a violation in a module that no test
 imports is found too. Each finding names file:line.
@@ -34,6 +43,33 @@ SETTINGS = "mentalbench/settings.py"
 # (file, function) whose body may read the environment.
 ENV_READERS = {("judging/api_keys.py", "environment_value")}
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb"}
+# Modules that show data and only read it, whatever they are called from.
+READERS = {
+    "analysis/export.py",
+    "analysis/copy_export.py",
+    "analysis/copy_read.py",
+    "analysis/pseudonyms.py",
+    "analysis/release.py",
+}
+# ORM calls that write or lock rows for writing, whatever their arguments.
+ORM_WRITES = {
+    "create",
+    "bulk_create",
+    "bulk_update",
+    "get_or_create",
+    "update_or_create",
+    "select_for_update",
+}
+# Names ending so are services that write (responders_ensure, rater_codes_assign).
+WRITER_SUFFIXES = ("_ensure", "_assign")
+# (file, function or import) → why it may write, or import a services module, all the same.
+WRITES_ALLOWED = {
+    # The clinician's own credentials page saves its ModelForm: the page exists to write it.
+    ("annotation/views.py", "credentials"): "a form page that saves its own form",
+    # consent_refusal reads (the gate every write asks through): a selector, kept beside the
+    # consent services whose rule it is.
+    ("annotation/selectors.py", "annotation.services.consent"): "consent_refusal only reads",
+}
 # Calls that replace an attribute: mock.patch("a.b._c"), mock.patch.object(m, "_c"),
 # monkeypatch.setattr(m, "_c", …) or ("a.b._c", …), monkeypatch.delattr(…).
 PATCHERS = {"patch", "object", "setattr", "delattr"}
@@ -176,7 +212,7 @@ def _patched(node: ast.AST, modules: dict[str, str]) -> tuple[str, str] | None:
 
 
 #: Services modules named for what they serve rather than "services".
-SERVICE_MODULES_NAMED = frozenset({"accounts/users.py"})
+SERVICE_MODULES_NAMED = frozenset({"accounts/users.py", "annotation/rater_codes.py"})
 
 
 def is_service_or_selector(path: str) -> bool:
@@ -210,6 +246,72 @@ def positional_parameters(source: str, path: str) -> list[str]:
             positional.append(f"*{args.vararg.arg}")
         if positional:
             found.append(f"{path}:{node.lineno}: {node.name}({', '.join(positional)})")
+    return found
+
+
+def _reader_kind(path: str) -> str:
+    """ "reads" for a module that only reads, "view" for a view or API module, "" otherwise."""
+    name = path.rsplit("/", 1)[-1]
+    if path.split("/")[0] not in APPS:
+        return ""
+    if "selectors" in name or path in READERS:
+        return "reads"
+    if name in ("views.py", "api.py") or name.endswith("_views.py"):
+        return "view"
+    return ""
+
+
+def _orm_write(call: ast.Call) -> bool:
+    """Whether `call` is an ORM write by its shape: `save()` and `delete()` take no positional
+    argument (a workbook's `save(stream)` and a cache's `delete(key)` do); a queryset's
+    `update` takes keywords only, called on an expression (a dict held in a local, as
+    `context.update(x=1)`, is left alone: the run-time test sees what this cannot)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr in ORM_WRITES:
+        return True
+    if func.attr in ("save", "delete"):
+        return not call.args
+    if func.attr == "update":
+        return not call.args and bool(call.keywords) and not isinstance(func.value, ast.Name)
+    return False
+
+
+def find_writes(source: str, path: str) -> list[str]:
+    """'path:line: what' for each write in `source` (the module at `path`) that a reader, view
+    or API module may not make (the third rule above)."""
+    kind = _reader_kind(path)
+    if not kind:
+        return []
+    tree = ast.parse(source, filename=path)
+    allowed: set[int] = set()  # ids of nodes inside an allowed function
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (
+            (path, node.name) in WRITES_ALLOWED
+        ):
+            allowed.update(id(inner) for inner in ast.walk(node))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in allowed:
+            continue
+        if isinstance(node, ast.Call) and _orm_write(node):
+            found.append(f"{path}:{node.lineno}: writes ({ast.unparse(node.func)})")
+        if kind != "reads":
+            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name.endswith(WRITER_SUFFIXES):
+                found.append(f"{path}:{node.lineno}: calls a service ({name})")
+        if isinstance(node, ast.ImportFrom) and node.module:
+            module = _resolve(path, node.level, node.module)
+            if "services" in module.split(".") and (path, module) not in WRITES_ALLOWED:
+                found.append(f"{path}:{node.lineno}: imports services ({module})")
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if "services" in alias.name.split("."):
+                    found.append(f"{path}:{node.lineno}: imports services ({alias.name})")
     return found
 
 
@@ -384,6 +486,15 @@ def test_every_positional_exception_exists() -> None:
     assert not stale, stale
 
 
+def test_selectors_and_exports_never_write_and_views_write_through_services() -> None:
+    findings = [
+        finding
+        for file in _modules()
+        for finding in find_writes(file.read_text(), file.relative_to(ROOT).as_posix())
+    ]
+    assert not findings, "\n".join(["writes where data is only read:", *findings])
+
+
 @pytest.mark.parametrize(
     ("path", "source", "expected"),
     [
@@ -419,6 +530,69 @@ def test_the_keyword_check_finds(path: str, source: str, expected: list[str]) ->
 
 
 @pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        (
+            "analysis/selectors.py",
+            "from analysis.models import RaterCode\n\n"
+            "def f():\n    RaterCode.objects.bulk_create([])\n",
+            ["analysis/selectors.py:4: writes (RaterCode.objects.bulk_create)"],
+        ),
+        (
+            "annotation/team_selectors.py",
+            "def f(m):\n    m.objects.get_or_create(x=1)\n    m.objects.create(x=1)\n",
+            [
+                "annotation/team_selectors.py:2: writes (m.objects.get_or_create)",
+                "annotation/team_selectors.py:3: writes (m.objects.create)",
+            ],
+        ),
+        (
+            "analysis/export.py",
+            "def f(q, row):\n    q.select_for_update().first()\n    row.save()\n"
+            "    q.filter(a=1).update(b=2)\n    q.filter(a=1).delete()\n",
+            [
+                "analysis/export.py:2: writes (q.select_for_update)",
+                "analysis/export.py:3: writes (row.save)",
+                "analysis/export.py:4: writes (q.filter(a=1).update)",
+                "analysis/export.py:5: writes (q.filter(a=1).delete)",
+            ],
+        ),
+        (
+            "analysis/pseudonyms.py",
+            "from annotation.rater_codes import rater_codes_assign\n\n"
+            "rater_codes_assign(study_id=1, rater_ids=[])\n",
+            ["analysis/pseudonyms.py:3: calls a service (rater_codes_assign)"],
+        ),
+        (
+            "analysis/release.py",
+            "from annotation.services import responders_ensure\nimport judging.services\n",
+            [
+                "analysis/release.py:1: imports services (annotation.services)",
+                "analysis/release.py:2: imports services (judging.services)",
+            ],
+        ),
+        (
+            "annotation/escalation_selectors.py",
+            "from .services.rating import rating_save\n",
+            ["annotation/escalation_selectors.py:1: imports services (annotation.services.rating)"],
+        ),
+        (
+            "analysis/views.py",
+            "def dashboard(request, m):\n    m.objects.create(x=1)\n",
+            ["analysis/views.py:2: writes (m.objects.create)"],
+        ),
+        (
+            "analysis/jobs/api.py",
+            "def post(self, form):\n    form.save()\n",
+            ["analysis/jobs/api.py:2: writes (form.save)"],
+        ),
+    ],
+)
+def test_the_write_check_finds(path: str, source: str, expected: list[str]) -> None:
+    assert sorted(find_writes(source, path)) == sorted(expected)
+
+
+@pytest.mark.parametrize(
     ("path", "source"),
     [
         ("judging/services/batch.py", "def run_start(*, run):\n    pass\n"),
@@ -438,6 +612,30 @@ def test_the_keyword_check_finds(path: str, source: str, expected: list[str]) ->
 )
 def test_the_keyword_check_allows(path: str, source: str) -> None:
     assert positional_parameters(source, path) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "source"),
+    [
+        # Views and API modules write through services: the rating page saves a score.
+        ("annotation/views.py", "from .services import rating_save\n\nrating_save(x=1)\n"),
+        # Not ORM writes: a workbook saved to a stream, a cache key deleted, a dict updated.
+        ("analysis/release.py", "def f(book, out):\n    book.save(out)\n"),
+        ("analysis/selectors.py", "def f(cache):\n    cache.delete('k')\n"),
+        (
+            "analysis/selectors.py",
+            "def f(context, ids):\n    context.update(a=1)\n    ids.update({2})\n",
+        ),  # fmt: skip
+        # The exceptions, each with its reason in WRITES_ALLOWED.
+        ("annotation/views.py", "def credentials(request, form):\n    form.save()\n"),
+        ("annotation/selectors.py", "from .services.consent import consent_refusal\n"),
+        # Services, importers and the other modules write: the rule is not theirs.
+        ("annotation/membership.py", "def f(m):\n    m.objects.get_or_create(x=1)\n"),
+        ("analysis/downloads.py", "def f(m):\n    m.objects.create(x=1)\n"),
+    ],
+)
+def test_the_write_check_allows(path: str, source: str) -> None:
+    assert find_writes(source, path) == []
 
 
 def test_the_llama_cpp_build_flags_are_written_once() -> None:

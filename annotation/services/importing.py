@@ -40,6 +40,7 @@ from ..models import (
     Score,
     Study,
 )
+from ..rater_codes import rater_codes_assign
 from ..responders import KNOWN_RESPONDERS, paper_judge_defaults
 
 BATCH = 5000
@@ -487,6 +488,9 @@ def mentalalign_import(
             created_by=user,
         )
         summaries.append({**summary, "problems": problems, "log_id": log.pk})
+    # The workbooks' clinicians have joined the study: their codes, in the import's transaction,
+    # so the first page that shows the imported ratings has nothing to hand out.
+    rater_codes_assign(study_id=study.pk, rater_ids=[source.rater.pk for source in sources])
     # The small tables every report joins: a table never analyzed misleads the planner (the
     # frame's read took 0.56 s after a four-judge import, 0.34 s after ANALYZE).
     for small in (Rater, Responder, Study, Attribute):

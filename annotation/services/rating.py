@@ -33,6 +33,7 @@ from ..models import (
     Study,
     Webhook,
 )
+from ..rater_codes import rater_codes_assign
 from .consent import consent_refusal
 from .importing import BATCH
 from .webhooks import webhook_emit, webhooks_any
@@ -177,6 +178,8 @@ def assignments_create(
         )
     ]
     AssignmentItem.objects.bulk_create(items, batch_size=BATCH)
+    # Given work in a study, a clinician has joined it: their study code, before anyone reads.
+    rater_codes_assign(study_id=study.pk, rater_ids={a.rater_id for a in new})
     # Whoever is given work in a study is on its team (the study page's progress per site).
     members_ensure(
         study_id=study.pk,
@@ -209,6 +212,7 @@ def assignment_reassign(*, assignment: Assignment, rater: Rater) -> Assignment:
         raise ValueError(f"{rater} already has this conversation")
     assignment.rater = rater
     assignment.save(update_fields=["rater"])
+    rater_codes_assign(study_id=assignment.conversation.study_id, rater_ids=[rater.pk])
     if rater.user_id is not None:
         members_ensure(
             study_id=assignment.conversation.study_id,
@@ -250,6 +254,7 @@ def assignment_reclaim(*, assignment: Assignment, rater: Rater) -> Assignment:
     new = Assignment.objects.create(
         rater=rater, conversation=assignment.conversation, reclaimed_from=assignment
     )
+    rater_codes_assign(study_id=assignment.conversation.study_id, rater_ids=[rater.pk])
     if rater.user_id is not None:
         members_ensure(
             study_id=assignment.conversation.study_id,

@@ -16,7 +16,7 @@ from django.db import models
 
 from accounts.models import StudyPurgeRecord
 from accounts.services import StudyPurgeError, study_purge
-from analysis.models import ExportLog, Job, RaterCode
+from analysis.models import ExportLog, Job
 from annotation.membership import LEAD, member_add
 from annotation.models import (
     Assignment,
@@ -31,6 +31,7 @@ from annotation.models import (
     LabelChange,
     MailSent,
     Rater,
+    RaterCode,
     Rating,
     RatingChange,
     Responder,
@@ -91,7 +92,7 @@ def _fill(study: Study, *, judge: Rater, clinician: Rater, endpoint, lead) -> No
     TrainingOutcome.objects.create(study=study, rater=clinician, passed=True)
     Job.objects.create(kind="release", owner=lead, study=study, digest=f"d{study.pk}")
     ExportLog.objects.create(user=lead, study=study, channel="web", what="ratings-long")
-    RaterCode.objects.create(study=study, rater=clinician, number=1, code="C01")
+    assert RaterCode.objects.filter(study=study, rater=clinician).exists()  # given on assignment
     MailSent.objects.create(user=clinician.user, kind="reminder", key=f"k{study.pk}", study=study)
     Webhook.objects.create(url="https://hooks.example/x", events=["run.finished"], study=study)
     ImportLog.objects.create(study=study, kind="conversations", file_name="f.csv", sha256="0")

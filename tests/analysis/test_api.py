@@ -10,9 +10,8 @@ from django.core.management import call_command
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from analysis.models import ExportLog, RaterCode
-from analysis.pseudonyms import rater_codes_ensure
-from annotation.models import Study
+from analysis.models import ExportLog
+from annotation.models import RaterCode, Study
 
 # Filters, exports and saves must work on every supported database: bin/test runs these on
 # SQLite as well.
@@ -53,7 +52,6 @@ def test_ratings_are_paginated_with_scores_in_few_queries(
     api, small_study, django_assert_max_num_queries
 ):
     pk = small_study.study.pk
-    rater_codes_ensure(study_id=pk)
     dr_b = RaterCode.objects.get(study_id=pk, rater=small_study.clinicians[1]).code
     with django_assert_max_num_queries(8):
         body = api.get("/api/ratings/", {"study": pk, "rater": dr_b, "limit": 5}).json()

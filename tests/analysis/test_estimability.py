@@ -18,6 +18,7 @@ from rest_framework.test import APIClient
 from analysis import reports
 from analysis.selectors import attribute_names, scores_frame
 from annotation.models import Rater, Rating, Response, Score
+from annotation.rater_codes import rater_codes_assign
 from tests.factories import clinician_make, study_make
 
 RESPONDERS = ["original", "gpt4o", "claude", "gemini", "llama_3", "qwen_2", "qwen_3", "ds_qwen",
@@ -28,6 +29,8 @@ def _rate(rater: Rater, response: Response, scores: list[int], source: str) -> N
     rating = Rating.objects.create(
         rater=rater, response=response, status=Rating.Status.COMPLETE, source=source
     )
+    # The clinician joined the study with their first work (an assignment or import does it).
+    rater_codes_assign(study_id=response.conversation.study_id, rater_ids=[rater.pk])
     attributes = list(response.conversation.study.rubric.attributes.order_by("position"))
     Score.objects.bulk_create(
         Score(rating=rating, attribute=a, value=v) for a, v in zip(attributes, scores, strict=True)

@@ -9,7 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from analysis import export
-from analysis.models import ExportLog, RaterCode
+from analysis.models import ExportLog
+from annotation.models import RaterCode
 
 # Filters, exports and saves must work on every supported database: bin/test runs these on
 # SQLite as well.

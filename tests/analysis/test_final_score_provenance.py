@@ -35,6 +35,7 @@ from annotation.models import (
     Score,
     Study,
 )
+from annotation.rater_codes import rater_codes_assign
 from annotation.services import rubric_get_or_create_default
 from annotation.services.adjudication import adjudication_save
 from tests.analysis.test_copy_export import awkward_study  # noqa: F401  (a fixture)
@@ -54,6 +55,8 @@ def _rate(rater: Rater, response: Response, values: dict) -> Rating:
         rater=rater, response=response, status="complete", source="form", rationale="r"
     )
     Score.objects.bulk_create(Score(rating=rating, attribute=a, value=v) for a, v in values.items())
+    # The clinician joined the study with their first work (an assignment or import does it).
+    rater_codes_assign(study_id=response.conversation.study_id, rater_ids=[rater.pk])
     return rating
 
 

@@ -257,12 +257,14 @@ def test_a_study_with_nothing_to_estimate_says_so_and_ranks_nothing(researcher_c
     an estimate needs. The page says so instead of drawing empty charts, and the ranking gives
     no place (it once numbered ten blank estimates 1–10 alphabetically)."""
     from annotation.models import Rater, Rating, Response, Score
+    from annotation.rater_codes import rater_codes_assign
     from tests.factories import clinician_make, study_make
 
     study = study_make(
         name="Nothing yet", conversations=1, responders=["gpt4o", "claude", "original"]
     )
     clinician = clinician_make(username="lone-clin")
+    rater_codes_assign(study_id=study.pk, rater_ids=[clinician.pk])  # joins the study
     judge = Rater.objects.create(kind=Rater.Kind.JUDGE, name="lone-judge")
     attributes = list(study.rubric.attributes.order_by("position"))
     for response in Response.objects.filter(conversation__study=study):

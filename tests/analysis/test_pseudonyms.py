@@ -15,10 +15,22 @@ from django.urls import reverse
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from analysis.models import ExportLog, RaterCode
-from analysis.pseudonyms import rater_codes_ensure
-from annotation.models import Assignment, Conversation, Rater, Rating, Study
+from analysis.models import ExportLog
+from analysis.pseudonyms import rater_codes
+from annotation.membership import CLINICIAN, member_add
+from annotation.models import (
+    Assignment,
+    Conversation,
+    RaterCode,
+    Rating,
+    Responder,
+    Response,
+    Study,
+)
+from annotation.rater_codes import rater_codes_assign
+from annotation.services import assignments_create
 from tests.annotation.conftest import at_once
+from tests.factories import clinician_make
 
 NAMES = ("dr_a", "dr_b")
 CODE = re.compile(r"C\d{2,}")
@@ -82,32 +94,42 @@ def test_researchers_see_the_same_codes_in_every_export_and_the_api(
         assert not any(name in text for name in NAMES)
 
 
-def test_codes_are_stable_and_numbered_per_study(small_study):
+def test_codes_are_given_on_joining_stable_and_numbered_per_study(small_study):
     study = small_study.study
-    first = rater_codes_ensure(study_id=study.pk)
+    first = rater_codes(study_id=study.pk)  # the small study's clinicians joined it
     assert sorted(first.values()) == ["C01", "C02"]
-    # A clinician who joins later gets the next number; nobody else's code changes.
-    newcomer = Rater.objects.create(kind=Rater.Kind.CLINICIAN, name="dr_new")
-    conversation = Conversation.objects.get(study=study, external_id="c5")
-    Assignment.objects.create(rater=newcomer, conversation=conversation)
-    second = rater_codes_ensure(study_id=study.pk)
+    # A clinician who joins later (put on the team) gets the next number at once; nobody
+    # else's code changes.
+    newcomer = clinician_make(username="dr_new")
+    member_add(study=study, user=newcomer.user, role=CLINICIAN)
+    second = rater_codes(study_id=study.pk)
     assert {k: second[k] for k in first} == first and second[newcomer.pk] == "C03"
+    # Given work again, or put on the team again: the same code.
+    member_add(study=study, user=newcomer.user, role=CLINICIAN, site="Leeds")
+    rater_codes_assign(study_id=study.pk, rater_ids=[newcomer.pk, *first])
+    assert rater_codes(study_id=study.pk) == second
     # Another study numbers its own clinicians from C01: a code is not a person's global id.
+    # Being given a conversation of it is joining it too; judges get no code.
     other = Study.objects.create(name="Other study", rubric=study.rubric)
     c = Conversation.objects.create(study=other, external_id="o1", context="ctx")
-    Assignment.objects.create(rater=small_study.clinicians[1], conversation=c)
-    assert rater_codes_ensure(study_id=other.pk) == {small_study.clinicians[1].pk: "C01"}
-    assert rater_codes_ensure(study_id=study.pk) == second
+    Response.objects.create(conversation=c, responder=Responder.objects.first(), text="t")
+    assert assignments_create(study=other, clinicians=[small_study.clinicians[1]])
+    rater_codes_assign(study_id=other.pk, rater_ids=[j.pk for j in small_study.judges])
+    assert rater_codes(study_id=other.pk) == {small_study.clinicians[1].pk: "C01"}
+    assert rater_codes(study_id=study.pk) == second
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_first_exports_agree_on_the_codes(small_study):
+def test_clinicians_joining_at_once_get_different_codes(small_study):
     study_id = small_study.study.pk
-    a, b = at_once(
-        lambda: rater_codes_ensure(study_id=study_id),
-        lambda: rater_codes_ensure(study_id=study_id),
+    one, two = clinician_make(username="dr_one"), clinician_make(username="dr_two")
+    at_once(
+        lambda: rater_codes_assign(study_id=study_id, rater_ids=[one.pk]),
+        lambda: rater_codes_assign(study_id=study_id, rater_ids=[two.pk]),
     )
-    assert a == b and RaterCode.objects.filter(study_id=study_id).count() == 2
+    codes = rater_codes(study_id=study_id)
+    assert sorted(codes.values()) == ["C01", "C02", "C03", "C04"]
+    assert {codes[one.pk], codes[two.pk]} == {"C03", "C04"}
 
 
 def test_dashboard_and_tables_show_codes_to_researchers(client, researcher, small_study):
@@ -209,8 +231,8 @@ def test_export_command_identified_is_logged(small_study, tmp_path):
 def test_only_staff_can_map_codes_to_clinicians_in_the_admin(
     client, django_user_model, researcher, small_study
 ):
-    codes = rater_codes_ensure(study_id=small_study.study.pk)
-    url = reverse("admin:analysis_ratercode_changelist")
+    codes = rater_codes(study_id=small_study.study.pk)
+    url = reverse("admin:annotation_ratercode_changelist")
     client.force_login(researcher)
     assert client.get(url).status_code == 302  # to the admin login: not staff
     client.force_login(django_user_model.objects.create_superuser("root", password="x-1234567"))

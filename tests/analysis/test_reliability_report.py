@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from analysis import reports
-from analysis.pseudonyms import rater_codes_ensure
+from analysis.pseudonyms import rater_codes
 from analysis.selectors import attribute_names, scores_frame
 from tests.conftest import REFERENCE
 
@@ -171,7 +171,7 @@ def test_clinician_by_code_or_name_and_an_unknown_one_is_an_error(small_study):
         )  # fmt: skip
         return out.getvalue()
 
-    code = rater_codes_ensure(study_id=small_study.study.pk)[small_study.clinicians[1].pk]
+    code = rater_codes(study_id=small_study.study.pk)[small_study.clinicians[1].pk]
     assert run(code) == run("dr_b")
     with pytest.raises(CommandError, match=r"^--clinician 'dr_z': no such clinician .*C01, C02"):
         run("dr_z")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from analysis import reports, selectors
-from analysis.pseudonyms import rater_codes_ensure
+from analysis.pseudonyms import rater_codes
 from analysis.selectors import Filters, scores_frame
 from annotation.models import Rating, Score
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.portable
 def test_frame_has_every_complete_score_and_nothing_else(
     small_study, django_assert_max_num_queries
 ):
-    codes = rater_codes_ensure(study_id=small_study.study.pk)  # once per study, on first view
+    codes = rater_codes(study_id=small_study.study.pk)  # given when they joined
     dr_b = codes[small_study.clinicians[1].pk]
     with django_assert_max_num_queries(7):
         df = scores_frame(study=small_study.study)
@@ -49,7 +49,7 @@ def test_filters_restrict_conversations_clinician_and_judges(small_study):
     assert set(by_source["conversation"]) == {"c4", "c5", "c6", "c7"}
     by_condition = scores_frame(study=small_study.study, filters=Filters(condition="depression"))
     assert set(by_condition["conversation"]) == {"c0", "c2", "c4", "c6"}
-    dr_b = rater_codes_ensure(study_id=small_study.study.pk)[small_study.clinicians[1].pk]
+    dr_b = rater_codes(study_id=small_study.study.pk)[small_study.clinicians[1].pk]
     one = scores_frame(
         study=small_study.study, filters=Filters(clinician=dr_b, judges=("judge-y",))
     )
@@ -85,7 +85,7 @@ def test_coverage_counts_rated_conversations_and_overlap(small_study):
     assert cov["conversations"] == 9
     assert cov["with_clinician"] == 8
     assert cov["with_two_clinicians"] == 4
-    dr_b = rater_codes_ensure(study_id=small_study.study.pk)[small_study.clinicians[1].pk]
+    dr_b = rater_codes(study_id=small_study.study.pk)[small_study.clinicians[1].pk]
     assert {r["rater"]: r["conversations"] for r in cov["raters"]}[dr_b] == 4
     assert not {"dr_a", "dr_b"} & {r["rater"] for r in cov["raters"]}
 
@@ -245,7 +245,7 @@ def test_as_published_reads_imported_clinician_cells_with_the_same_rule(small_st
         raw_output=_cell(0, Safety=None), error="Guidance: 0 is not on the 1–5 scale",
     )  # fmt: skip
     published = scores_frame(study=study, as_published=True)
-    code = rater_codes_ensure(study_id=study.pk)[clinician.pk]  # researchers see codes
+    code = rater_codes(study_id=study.pk)[clinician.pk]  # researchers see codes
     rows = published[
         (published.rater == code) & (published.conversation == "c0")
         & (published.responder == "m3")
@@ -271,6 +271,7 @@ def test_the_report_does_not_depend_on_the_order_ratings_were_stored_in(small_st
     stores them) give the same table to the last bit: the bootstrap resamples responders by
     their number, so the frame's order must not come from the storage order."""
     from annotation.models import Conversation, Response, Study
+    from annotation.rater_codes import rater_codes_assign
 
     original = small_study.study
     mirror = Study.objects.create(name="Mirror", rubric=original.rubric)
@@ -295,6 +296,8 @@ def test_the_report_does_not_depend_on_the_order_ratings_were_stored_in(small_st
         Score.objects.bulk_create(
             Score(rating=rating, attribute_id=s.attribute_id, value=s.value) for s in scores
         )
+    # The clinicians joined the mirror too, as the import of a release gives them their codes.
+    rater_codes_assign(study_id=mirror.pk, rater_ids=[c.pk for c in small_study.clinicians])
 
     def table(study: Study) -> str:
         frame = scores_frame(study=study)

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from analysis.models import ExportLog
 from analysis.stats import ATTRIBUTES as ATTRIBUTES_IN_RUBRIC_ORDER
+from annotation.rater_codes import rater_codes_assign
 
 # Filters, exports and saves must work on every supported database: bin/test runs these on
 # SQLite as well.
@@ -186,13 +187,15 @@ def test_the_as_published_switch_is_offered_only_where_it_can_change_a_number(
     rating = Rating.objects.filter(
         response__conversation__study=small_study.study, rater=small_study.clinicians[0]
     ).first()
+    imported = Rater.objects.create(name="imported-dr", kind=Rater.Kind.CLINICIAN)
     Rating.objects.create(
-        rater=Rater.objects.create(name="imported-dr", kind=Rater.Kind.CLINICIAN),
+        rater=imported,
         response=rating.response,
         status=Rating.Status.INVALID,
         source=Rating.Source.IMPORT,
         raw_output="{}",
     )
+    rater_codes_assign(study_id=small_study.study.pk, rater_ids=[imported.pk])  # as imports do
     html = client.get(urls["dashboard"]).content.decode()
     assert 'id="id_as_published"' in html
 

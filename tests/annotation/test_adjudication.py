@@ -31,6 +31,7 @@ from annotation.models import (
     Response,
     Score,
 )
+from annotation.rater_codes import rater_codes_assign
 from annotation.services.adjudication import AdjudicationRefused, adjudication_save
 from tests.factories import clinician_make, study_make, user_make
 
@@ -46,6 +47,8 @@ def _rate(rater: Rater, response: Response, values: dict, *, repeat: int = 0, ra
         source=Rating.Source.FORM,
         rationale=rationale,
     )
+    # The clinician joined the study with their first work (an assignment or import does it).
+    rater_codes_assign(study_id=response.conversation.study_id, rater_ids=[rater.pk])
     Score.objects.bulk_create(
         Score(rating=rating, attribute=attr, value=value) for attr, value in values.items()
     )
@@ -196,10 +199,10 @@ def test_the_nav_shows_adjudicators_their_section(setup, client):
 
 
 def test_adjudicator_pages_name_no_clinician_and_no_responder(setup, client):
-    from analysis.pseudonyms import rater_codes_ensure
+    from analysis.pseudonyms import rater_codes
 
     study = setup["study"]
-    codes = rater_codes_ensure(study_id=study.pk).values()
+    codes = rater_codes(study_id=study.pk).values()
     assert codes
     forbidden = list(codes)
     for rater in setup["raters"]:

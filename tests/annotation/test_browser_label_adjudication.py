@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from annotation.membership import ADJUDICATOR, member_add
 from annotation.models import Conversation, LabelAdjudication, LabelAnnotation
+from annotation.rater_codes import rater_codes_assign
 from tests.axe import serious_axe_violations
 from tests.factories import clinician_make, distortion_study_make, user_make
 from tests.second_factor import browser_sign_in
@@ -21,13 +22,15 @@ def _disputed_study():
     study = distortion_study_make(messages=["Nobody will ever love me."], name="Browser adj")
     message = Conversation.objects.get(study=study)
     for name, labels in (("dr_one", ["Labeling"]), ("dr_two", ["Mind Reading"])):
+        clinician = clinician_make(username=name)
         LabelAnnotation.objects.create(
-            rater=clinician_make(username=name),
+            rater=clinician,
             conversation=message,
             status="complete",
             source="form",
             labels=labels,
         )
+        rater_codes_assign(study_id=study.pk, rater_ids=[clinician.pk])  # as joining does
     adjudicator = user_make(username="ada_adj", password="ada-adj-pw-1")
     member_add(study=study, user=adjudicator, role=ADJUDICATOR)
     return study, message

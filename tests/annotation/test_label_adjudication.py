@@ -26,6 +26,7 @@ from annotation.label_adjudication_selectors import (
 )
 from annotation.membership import ADJUDICATOR, LEAD, member_add
 from annotation.models import Conversation, LabelAdjudication, LabelAnnotation, Rater
+from annotation.rater_codes import rater_codes_assign
 from annotation.selectors import study_label_names
 from annotation.services.label_adjudication import (
     LabelAdjudicationRefused,
@@ -61,6 +62,8 @@ def _label(rater: Rater, conversation: Conversation, labels: list[str], **extra)
         labels=labels,
         **extra,
     )
+    # The clinician joined the study with their first work (an assignment or import does it).
+    rater_codes_assign(study_id=conversation.study_id, rater_ids=[rater.pk])
 
 
 def _setup(scheme: str) -> dict:
@@ -233,13 +236,13 @@ def test_everyone_else_is_refused_and_nothing_is_written(ranked, client):
 
 
 def test_pages_show_clinicians_as_letters_with_their_labels_and_nothing_else(ranked, client):
-    from analysis.pseudonyms import rater_codes_ensure
+    from analysis.pseudonyms import rater_codes
 
     study, m = ranked["study"], ranked["m"]
     LabelAnnotation.objects.filter(conversation=m["m0"], labels=[MR]).update(
         labels=["Others"], others=["Catastrophising"]
     )
-    forbidden = list(rater_codes_ensure(study_id=study.pk).values())
+    forbidden = list(rater_codes(study_id=study.pk).values())
     for rater in Rater.objects.filter(kind=Rater.Kind.CLINICIAN):
         forbidden += [rater.name, rater.user.username]
     forbidden.append("zz-label-judge")

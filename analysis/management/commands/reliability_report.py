@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis import reports
 from analysis.management.lookup import study_get_or_error
-from analysis.pseudonyms import rater_codes_ensure
+from analysis.pseudonyms import rater_codes
 from analysis.selectors import (
     Filters,
     attribute_names,
@@ -40,7 +40,7 @@ def _clinician_code(study: Study, value: str | None) -> str | None:
     command has the database anyway; researchers' pages and the API take codes only)."""
     if not value:
         return None
-    codes = rater_codes_ensure(study_id=study.pk)
+    codes = rater_codes(study_id=study.pk)
     names = dict(Rater.objects.filter(pk__in=codes).values_list("name", "id"))
     if value in codes.values():
         return value
