@@ -126,6 +126,75 @@ def django_db_modify_db_settings(
         db["TEST"]["NAME"] = str(name.with_name(stem + name.suffix))
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment,
+    django_db_blocker,
+    django_db_use_migrations: bool,
+    django_db_keepdb: bool,
+    django_db_createdb: bool,
+    django_db_modify_db_settings,
+) -> Iterator[None]:
+    """This process's test database: a copy of a migrated template (tests/databases.py) rather
+    than a database migrated for each process. `--reuse-db`, `--create-db` and `--nomigrations`
+    keep pytest-django's own way (a database migrated here, kept or not)."""
+    from django.test import TransactionTestCase
+    from django.test.utils import setup_databases, teardown_databases
+
+    from tests import databases
+
+    verbosity = request.config.option.verbose
+    keepdb = django_db_keepdb and not django_db_createdb
+    with django_db_blocker.unblock():
+        if django_db_use_migrations and not django_db_keepdb and not django_db_createdb:
+            cache = getattr(request.config, "cache", None)
+            templates = (
+                cache.mkdir("test-databases")
+                if cache is not None
+                else Path(tempfile.gettempdir()) / f"mentalbench-test-databases-{os.getuid()}"
+            )
+            db_cfg = databases.setup(verbosity=verbosity, templates=templates)
+        else:
+            if not django_db_use_migrations:
+                from pytest_django.fixtures import _disable_migrations
+
+                _disable_migrations()
+            db_cfg = setup_databases(verbosity=verbosity, interactive=False, keepdb=keepdb)
+        databases.seeded_remember(connection)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            TransactionTestCase,
+            "_fixture_teardown",
+            transactional_teardown(stock=TransactionTestCase._fixture_teardown),
+        )
+        yield
+    if not django_db_keepdb:
+        with django_db_blocker.unblock():
+            teardown_databases(db_cfg, verbosity=verbosity)
+
+
+def transactional_teardown(*, stock: Callable) -> Callable:
+    """What ends a transactional test (live_server, transaction=True): tests/databases.py's
+    flush, which deletes what the test wrote, in place of Django's, which truncates every table
+    and makes the content types and permissions again; Django's (`stock`) where that one cannot
+    tell."""
+    from django.db import connections
+
+    from tests import databases
+
+    def teardown(self) -> None:
+        if self.available_apps is None and not self.serialized_rollback:
+            names = self._databases_names(include_mirrors=False)
+            if all(databases.flush(connections[name]) for name in names):
+                return
+        stock(self)
+        for name in self._databases_names(include_mirrors=False):
+            databases.seeded_remember(connections[name])
+
+    return teardown
+
+
 def require_shared() -> Path:
     if not (MENTALALIGN / "Human_judge.xlsx").exists():
         if os.environ.get("CI"):
