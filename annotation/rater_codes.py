@@ -21,7 +21,7 @@ from django.db import transaction
 from .models import Rater, RaterCode, Study
 
 
-def code_for(number: int) -> str:
+def code_for(*, number: int) -> str:
     """The code of the `number`-th clinician of a study: C01, C02, …, C100."""
     return f"C{number:02d}"
 
@@ -52,6 +52,6 @@ def _numbered(*, study_id: int, rater_ids: set[int]) -> None:
     secrets.SystemRandom().shuffle(missing)
     start = max(existing.values(), default=0)
     RaterCode.objects.bulk_create(
-        RaterCode(study_id=study_id, rater_id=r, number=start + i, code=code_for(start + i))
+        RaterCode(study_id=study_id, rater_id=r, number=start + i, code=code_for(number=start + i))
         for i, r in enumerate(missing, start=1)
     )
