@@ -270,10 +270,10 @@ def _estimate_missing(form: forms.Form) -> str:
     number out of range), so a half-typed field never reads as a missing study."""
     if not (form.data.get("study") and form.data.get("endpoint")):
         return "Choose a study and an endpoint to see what the run would cost."
-    problems = [
-        f"{form[name].label}: {' '.join(errors)}" if name in form.fields else " ".join(errors)
-        for name, errors in form.errors.items()
-    ]
+    problems = []
+    for name, errors in form.errors.items():
+        said = " ".join(str(error) for error in errors)
+        problems.append(f"{form[name].label}: {said}" if name in form.fields else said)
     return "To see what the run would cost: " + " ".join(problems)
 
 
