@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -203,6 +204,19 @@ def _rating_make(rater, response, scores, attributes, **kwargs) -> Rating:
         for a, v in zip(attributes, scores, strict=True)
     )
     return rating
+
+
+def workbook_make(*, path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Path:
+    """An .xlsx file at `path`: the header row, then `rows` (a MentalAlign-style workbook)."""
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.append(list(header))
+    for row in rows:
+        sheet.append(list(row))
+    book.save(path)
+    return path
 
 
 def small_study_make() -> SmallStudy:

@@ -13,7 +13,6 @@ import json
 import re
 from pathlib import Path
 
-import openpyxl
 import pytest
 from django.core.management import call_command
 from django.db import connection
@@ -25,6 +24,7 @@ from rest_framework.test import APIClient
 from analysis.models import ExportLog
 from annotation.models import RaterCode, Study
 from scoring.rubric import DEFAULT_ATTRIBUTES
+from tests.factories import workbook_make
 
 ATTRIBUTES = [a["name"] for a in DEFAULT_ATTRIBUTES]
 WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
@@ -40,30 +40,20 @@ def _scores(value: int) -> str:
     return json.dumps({a: value for a in ATTRIBUTES})
 
 
-def _workbook(path: Path, header: list[str], rows: list[list[object]]) -> Path:
-    book = openpyxl.Workbook()
-    sheet = book.active
-    sheet.append(header)
-    for row in rows:
-        sheet.append(row)
-    book.save(path)
-    return path
-
-
 def _import(tmp_path: Path) -> Study:
-    human = _workbook(
-        tmp_path / "Human_judge.xlsx",
-        ["ConvID", "Clinician", "context", "human_response_original", "human_response_m1"],
-        [
+    human = workbook_make(
+        path=tmp_path / "Human_judge.xlsx",
+        header=["ConvID", "Clinician", "context", "human_response_original", "human_response_m1"],
+        rows=[
             [str(c), code, f"I feel low ({c}).", _scores(1 + (c + n) % 5), _scores(2 + c % 4)]
             for c in range(1, 7)
             for n, code in enumerate(("C01", "C02", "C03"))
         ],
     )
-    judge = _workbook(
-        tmp_path / "judge.xlsx",
-        ["ConvID", "context", "judge_response_original", "judge_response_m1"],
-        [[str(c), f"I feel low ({c}).", _scores(3), _scores(1 + c % 5)] for c in range(1, 7)],
+    judge = workbook_make(
+        path=tmp_path / "judge.xlsx",
+        header=["ConvID", "context", "judge_response_original", "judge_response_m1"],
+        rows=[[str(c), f"I feel low ({c}).", _scores(3), _scores(1 + c % 5)] for c in range(1, 7)],
     )
     call_command(
         "import_mentalalign", "--study", "Read only", "--human", str(human),

@@ -2,11 +2,11 @@
 
 import io
 
-import openpyxl
 import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Conversation, ImportLog, Rater, Rating, Response, Score, Study
+from tests.factories import workbook_make
 
 pytestmark = [pytest.mark.shared_data, pytest.mark.slow]  # imports the 70k workbooks
 
@@ -146,16 +146,6 @@ def snapshot() -> tuple[int, ...]:
     )
 
 
-def _workbook(path, header, rows):
-    book = openpyxl.Workbook()
-    sheet = book.active
-    sheet.append(header)
-    for row in rows:
-        sheet.append(row)
-    book.save(path)
-    return path
-
-
 GOOD = (
     '{"Guidance": 3, "Informativeness": 4, "Relevance": 5, "Safety": 5, "Empathy": 4, '
     '"Helpfulness": 4, "Understanding": 4}'
@@ -207,7 +197,7 @@ GOOD = (
 def test_bad_workbooks_give_one_line_error_and_write_nothing(
     tmp_path, header, rows, extra, message
 ):
-    path = _workbook(tmp_path / "h.xlsx", header, rows)
+    path = workbook_make(path=tmp_path / "h.xlsx", header=header, rows=rows)
     before = snapshot()
     with pytest.raises(CommandError) as excinfo:
         call_command("import_mentalalign", "--study", "X", "--human", str(path), *extra)
