@@ -432,10 +432,6 @@ def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable
         "JUDGING_SWEEP_SECONDS": "1",
         "DB_CONN_MAX_AGE": "0",
         "PYTHONUNBUFFERED": "1",
-        # Deployed, the pool runs at the idle scheduling policy: it waits for every normal
-        # process. Here the normal processes are the other tests' CPU-bound work, and a test's
-        # timeouts would depend on its neighbours; the one test of the policy asks for it.
-        "WORKER_IDLE_SCHEDULING": "0",
     }
     saved = app.conf.broker_url
     app.conf.broker_url = WORKER_REDIS_URL
@@ -451,7 +447,11 @@ def celery_worker_factory(transactional_db, tmp_path: Path) -> Iterator[Callable
         queues: str = "",
         idle_scheduling: bool = False,
     ) -> Worker:
-        """A worker (of every queue unless `queues` names some), or beat."""
+        """A worker (of every queue unless `queues` names some), or beat.
+
+        Deployed, the pool runs at the idle scheduling policy: it waits for every normal
+        process. Here those are the other tests' CPU-bound work, and a test's timeouts would
+        depend on its neighbours; the one test of the policy asks for it (`idle_scheduling`)."""
         worker_env = {**env, "WORKER_IDLE_SCHEDULING": "1" if idle_scheduling else "0"}
         worker = Worker(
             worker_env, tmp_path / log_name, concurrency=concurrency, beat=beat, queues=queues
